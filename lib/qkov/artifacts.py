@@ -1,0 +1,168 @@
+"""Where a figure's outputs go, and how they are written: atomically, with provenance.
+
+Every figure ``<figure-id>`` writes ``artifacts/<figure-id>/``: ``figure.{png,pdf,svg}``,
+``data.csv`` (the plotted numbers) and ``summary.json`` (``figure``, ``parameters``,
+``provenance``, ``rows``). Each file is written to a temporary name in the same folder and
+renamed into place, so an interrupted run never leaves a half-written file that a later step
+(Snakemake, the book, a reader) would trust.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import platform
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+ARTIFACTS_ENV = "QKOV_ARTIFACTS"
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+def repo_root() -> Path:
+    """The checkout this library was installed from (``pip install -e .``), else the cwd."""
+    candidate = Path(__file__).resolve().parents[2]
+    if (candidate / "pyproject.toml").is_file() and (candidate / "lib" / "qkov").is_dir():
+        return candidate
+    return Path.cwd()
+
+
+def figure_dir(figure_id: str, artifacts_dir: str | os.PathLike | None = None) -> Path:
+    """The folder for ``figure_id``'s outputs, created if missing.
+
+    ``artifacts_dir`` wins when given (relative paths are relative to the current folder, as
+    for any command-line path); otherwise ``$QKOV_ARTIFACTS/<figure-id>`` if that variable is
+    set (the tests point it at a temporary folder), else ``<repo>/artifacts/<figure-id>`` -
+    the same place whether the notebook runs from the repo root or from ``notebooks/``.
+    """
+    if artifacts_dir is not None:
+        path = Path(artifacts_dir)
+    else:
+        root = os.environ.get(ARTIFACTS_ENV)
+        path = (Path(root) if root else repo_root() / "artifacts") / figure_id
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the usual permissions
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=repo_root(), capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def provenance(wall_time_s: float, **extra: Any) -> dict[str, Any]:
+    """What produced a result: commit (and whether the tree was dirty), versions, machine."""
+    import numpy
+    import torch
+
+    from . import __version__
+
+    commit = _git("rev-parse", "HEAD")
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "commit": commit,
+        "dirty": bool(status) if status is not None else None,
+        "qkov_version": __version__,
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "torch": torch.__version__,
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.machine(),
+            "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+        },
+        "wall_time_s": round(float(wall_time_s), 3),
+        **extra,
+    }
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready copies of numpy scalars/arrays and dataclasses; non-finite floats -> None."""
+    if hasattr(value, "__dataclass_fields__"):
+        return {k: _plain(getattr(value, k)) for k in value.__dataclass_fields__}
+    if hasattr(value, "tolist"):
+        return _plain(value.tolist())
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return value
+
+
+def write_table(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Write ``rows`` (flat records with the same keys) as CSV, atomically."""
+    if not rows:
+        raise ValueError(f"no rows to write to {path}")
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: repr(v) if isinstance(v, float) else v for k, v in _plain(row).items()})
+    write_atomic(path, buffer.getvalue().encode())
+
+
+def write_summary(
+    folder: Path,
+    figure_id: str,
+    parameters: Mapping[str, Any],
+    rows: Sequence[Mapping[str, Any]],
+    wall_time_s: float,
+    **provenance_extra: Any,
+) -> Path:
+    """Write ``summary.json`` and ``data.csv`` (the same rows) into ``folder``."""
+    summary = {
+        "figure": figure_id,
+        "parameters": _plain(parameters),
+        "provenance": provenance(wall_time_s, **provenance_extra),
+        "rows": _plain(list(rows)),
+    }
+    write_table(folder / "data.csv", rows)
+    path = folder / "summary.json"
+    write_atomic(path, (json.dumps(summary, indent=2) + "\n").encode())
+    return path
+
+
+def table_text(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], digits: int = 4) -> str:
+    """A plain-text table of ``rows``, numbers to ``digits`` significant digits.
+
+    Notebooks print this instead of raw floats: nbval compares printed text, and the last
+    bits of a float move with thread counts and library builds.
+    """
+    def cell(value):
+        return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
+
+    body = [[cell(row[c]) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(line[i]) for line in body)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths))]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(line, widths)) for line in body]
+    return "\n".join(lines)

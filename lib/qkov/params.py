@@ -1,0 +1,125 @@
+"""Notebook parameters: collect them from a notebook's namespace and check them before any work.
+
+papermill only warns about a parameter name the notebook does not declare, and it passes
+``-p`` values as numbers or strings as it sees fit. Every notebook therefore calls
+:func:`collect` right after its ``parameters`` cell, and the figure's own validator checks
+types and ranges with the helpers below, so that a bad value fails at once with a message
+naming the parameter and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from collections.abc import Iterable
+from numbers import Integral, Real
+from typing import Any
+
+
+class ParameterError(ValueError):
+    """A notebook parameter has an unknown name, a wrong type or a value out of range."""
+
+    def __init__(self, name: str, message: str):
+        self.name = name
+        super().__init__(f"parameter {name!r}: {message}")
+
+
+# Names IPython puts into every kernel namespace; they are never notebook parameters.
+_KERNEL_NAMES = {"In", "Out", "exit", "quit", "get_ipython", "open"}
+_SEEN = "__qkov_parameter_names__"
+
+
+def collect(namespace: dict[str, Any], allowed: Iterable[str]) -> dict[str, Any]:
+    """Return the notebook's parameters from ``namespace`` (its ``globals()``).
+
+    Call it in the cell after ``parameters`` (and after papermill's injected cell), before
+    that cell defines other names: every public, non-module name defined so far is a
+    parameter, and one outside ``allowed`` (a typo such as ``-p ratio 3``) raises
+    :class:`ParameterError`. The names seen on the first call are remembered in the
+    namespace, so re-running the cell in a live kernel does not mistake the notebook's own
+    later variables for parameters (the values are always read afresh).
+    """
+    allowed = list(allowed)
+    if _SEEN not in namespace:
+        namespace[_SEEN] = sorted(
+            name
+            for name, value in namespace.items()
+            if not name.startswith("_")
+            and name not in _KERNEL_NAMES
+            and not isinstance(value, types.ModuleType)
+        )
+    seen = namespace[_SEEN]
+    unknown = [name for name in seen if name not in allowed]
+    if unknown:
+        raise ParameterError(
+            unknown[0], f"unknown parameter; this notebook takes {', '.join(allowed)}"
+        )
+    missing = [name for name in allowed if name not in seen]
+    if missing:
+        raise ParameterError(missing[0], "missing from the notebook's parameters cell")
+    return {name: namespace[name] for name in allowed}
+
+
+def integer(name: str, value: Any, minimum: int | None = None) -> int:
+    """An integer (not a bool, not a float such as 5.0) at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise ParameterError(name, f"expected an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ParameterError(name, f"expected an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def number(
+    name: str,
+    value: Any,
+    *,
+    above: float | None = None,
+    below: float | None = None,
+) -> float:
+    """A finite real number strictly inside (``above``, ``below``) where those are given."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+        raise ParameterError(name, f"expected a finite number, got {value!r}")
+    value = float(value)
+    if above is not None and not value > above:
+        raise ParameterError(name, f"expected a number > {above:g}, got {value:g}")
+    if below is not None and not value < below:
+        raise ParameterError(name, f"expected a number < {below:g}, got {value:g}")
+    return value
+
+
+def number_list(
+    name: str,
+    value: Any,
+    *,
+    above: float | None = None,
+    below: float | None = None,
+) -> list[float]:
+    """A non-empty list of numbers, each checked as by :func:`number`.
+
+    A string here usually means ``papermill -p name "[...]"``, which passes text: say how to
+    pass a list instead.
+    """
+    if isinstance(value, str):
+        raise ParameterError(
+            name,
+            f"expected a list of numbers, got the string {value!r}; "
+            f"with papermill pass lists as YAML: -y \"{name}: [0.1, 1, 10]\"",
+        )
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ParameterError(name, f"expected a non-empty list of numbers, got {value!r}")
+    checked = []
+    for i, item in enumerate(value):
+        try:
+            checked.append(number(name, item, above=above, below=below))
+        except ParameterError as err:
+            raise ParameterError(name, f"item {i}: {str(err).split(': ', 1)[1]}") from None
+    return checked
+
+
+def optional_path(name: str, value: Any) -> str | None:
+    """``None`` (use the default location) or a non-empty path string."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ParameterError(name, f"expected a directory path or None, got {value!r}")
+    return value
