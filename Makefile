@@ -1,0 +1,49 @@
+# The two commands of the README:
+#   make book   set up .venv, regenerate every figure (Snakemake), build the HTML book
+#   make test   set up .venv, unit tests + nbval over notebooks/ + strict book build
+# Both work on a fresh Debian machine with Python 3.11 (no conda).
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+CORES ?= 2
+BOOK_FLAGS := -W -n --keep-going
+
+.PHONY: book figures test browser clean help
+
+help:
+	@echo "make book     regenerate every figure (Snakemake) and build the book into _build/html"
+	@echo "make figures  regenerate the figures only"
+	@echo "make test     unit tests, nbval over notebooks/, strict book build and browser checks"
+	@echo "make clean    remove _build/ and artifacts/ (keeps .venv)"
+
+# (Re)install when pyproject.toml changes; the venv is created once.
+$(INSTALLED): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+figures: $(INSTALLED)
+	$(BIN)/snakemake --cores $(CORES)
+
+book: figures
+	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
+
+test: $(INSTALLED) browser
+	$(BIN)/pytest
+
+# The browser checks render the book in Debian's headless Chromium; nothing downloads a browser.
+browser:
+	@command -v chromium >/dev/null && exit 0; \
+	if [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+	else \
+		echo "The browser checks need Debian's chromium: sudo apt-get install chromium" >&2; \
+	fi
+
+clean:
+	rm -rf _build artifacts .snakemake

@@ -1,0 +1,56 @@
+"""The paper-fig4 notebook run through papermill: parameters, artifacts, failures."""
+
+import json
+
+import nbformat
+import pytest
+
+from conftest import REPO
+
+NOTEBOOK = REPO / "notebooks" / "paper-fig4.ipynb"
+
+
+@pytest.mark.parametrize("cwd", [REPO, REPO / "notebooks"], ids=["repo-root", "notebooks"])
+def test_runs_from_root_and_notebooks_and_writes_artifacts(run_tool, tmp_path, cwd):
+    out = tmp_path / "fig4"
+    nb_path = NOTEBOOK.relative_to(cwd)
+    run_tool("papermill", nb_path, tmp_path / "out.ipynb", "-p", "artifacts_dir", out,
+             "-y", "ratios: [0.1, 10]", cwd=cwd)
+    assert sorted(p.name for p in out.iterdir()) == [
+        "data.csv", "figure.pdf", "figure.png", "figure.svg", "summary.json"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["figure"] == "paper-fig4"
+    assert summary["parameters"]["ratios"] == [0.1, 10]
+    assert {"commit", "qkov_version", "wall_time_s", "machine"} <= set(summary["provenance"])
+    rows = summary["rows"]
+    assert {"r", "loss", "mu_ov", "mu_qk", "alpha"} <= set(rows[0])
+    for r in (0.1, 10):
+        assert {row["loss"] for row in rows if row["r"] == r} >= {1.0, 1e-2, 1e-4}
+    at = {row["r"]: row["alpha"] for row in rows if row["loss"] == 1e-4}
+    assert at[10] > at[0.1]
+    csv_lines = (out / "data.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("r,loss,") and len(csv_lines) == len(rows) + 1
+    assert (out / "figure.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-p", "ratio", "3"], "parameter 'ratio': unknown parameter"),
+        (["-y", "ratios: [1, 0]"], "parameter 'ratios': item 1: expected a number > 0"),
+        (["-p", "M", "1"], "parameter 'M': expected an integer >= 2"),
+        (["-p", "target_loss", "5"], "parameter 'target_loss': expected a number < 2.99573"),
+    ],
+    ids=["unknown-name", "zero-ratio", "M-below-2", "threshold-above-logM"],
+)
+def test_bad_parameters_fail_before_any_work(run_tool, tmp_path, args, message):
+    out = tmp_path / "fig4"
+    result = run_tool("papermill", NOTEBOOK, tmp_path / "out.ipynb", "-p", "artifacts_dir",
+                      out, *args, check=False)
+    assert result.returncode != 0
+    executed = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    errors = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.output_type == "error"]
+    assert errors and errors[0].ename == "ParameterError"
+    assert message in errors[0].evalue
+    assert not out.exists(), "nothing may be written when parameters are bad"

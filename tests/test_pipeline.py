@@ -1,0 +1,84 @@
+"""The regeneration pipeline: stored notebooks, Snakemake's view of what is stale, nbval."""
+
+import copy
+import os
+import shutil
+import time
+
+import nbformat
+
+from conftest import REPO
+from qkov import pipeline
+
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+
+
+def test_stored_notebooks_are_stripped_and_executed():
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        assert "papermill" not in nb.metadata, path.name
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert "parameters" in code[0].metadata.get("tags", []), path.name
+        for cell in code:
+            assert "papermill" not in cell.metadata and "execution" not in cell.metadata
+            assert not [o for o in cell.outputs if o.output_type == "error"], path.name
+        images = [c for c in code for o in c.outputs if "image/png" in o.get("data", {})]
+        assert images, f"{path.name} has no stored figure"
+        for cell in images:  # one image per figure cell, or the book's label is duplicated
+            assert sum("image/png" in o.get("data", {}) for o in cell.outputs) == 1
+
+
+def test_strip_removes_only_volatile_metadata():
+    nb = nbformat.read(NOTEBOOKS[0], as_version=4)
+    dirty = copy.deepcopy(nb)
+    dirty.metadata["papermill"] = {"start_time": "2026-01-01T00:00:00", "duration": 1.0}
+    for cell in dirty.cells:
+        cell.metadata["papermill"] = {"duration": 0.1}
+        if cell.cell_type == "code":
+            cell.metadata["execution"] = {"iopub.execute_input": "2026-01-01"}
+    assert pipeline.strip(dirty) == nb
+
+
+def make_workflow_copy(tmp_path):
+    for name in ("Snakefile", "lib", "notebooks"):
+        src = REPO / name
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, tmp_path / name)
+    return tmp_path
+
+
+def dry_run(run_tool, workdir):
+    return run_tool("snakemake", "--dry-run", "--cores", "1", cwd=workdir).stdout
+
+
+def test_snakemake_reruns_a_figure_when_the_library_changes(run_tool, tmp_path):
+    work = make_workflow_copy(tmp_path)
+    plan = dry_run(run_tool, work)
+    assert "paper_fig4" in plan  # no outputs yet
+    # Outputs newer than every input: nothing to do.
+    later = time.time() + 5
+    for name in ("figure.png", "figure.pdf", "figure.svg", "data.csv", "summary.json"):
+        out = work / "artifacts" / "paper-fig4" / name
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("x")
+        os.utime(out, (later, later))
+    assert "Nothing to be done" in dry_run(run_tool, work)
+    # Editing the library makes the figure stale.
+    theory = work / "lib" / "qkov" / "theory.py"
+    os.utime(theory, (later + 5, later + 5))
+    plan = dry_run(run_tool, work)
+    assert "paper_fig4" in plan and "theory.py" in plan
+
+
+def test_nbval_detects_a_changed_result(run_tool, tmp_path):
+    """The nbval check can fail: a stored number that the code does not reproduce."""
+    nb = nbformat.read(REPO / "notebooks" / "paper-fig4.ipynb", as_version=4)
+    stream = next(o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                  if o.output_type == "stream" and "mu_ov" in o.text)
+    assert "0.5588" in stream.text
+    stream.text = stream.text.replace("0.5588", "0.5589")
+    nbformat.write(nb, tmp_path / "paper-fig4.ipynb")
+    result = run_tool("pytest", "--nbval", "--nbval-current-env", "-p", "no:cacheprovider",
+                      "--nbval-sanitize-with", REPO / "tests" / "nbval-sanitize.cfg",
+                      tmp_path / "paper-fig4.ipynb", "--rootdir", tmp_path, check=False)
+    assert result.returncode == 1, result.stdout[-2000:]
+    assert "0.5589" in result.stdout and "1 failed" in result.stdout
