@@ -1,0 +1,185 @@
+"""The synthetic next-token task of paper Figs. 2 and 3.
+
+Vocabulary of ``V = 50`` one-hot tokens and 4 classes. Tokens 0-9 are common to all
+classes; class ``c`` owns the 10 *distinct* tokens ``10(c+1) .. 10(c+2)-1``. A sequence of
+length ``T``: ``T-2`` context tokens i.i.d. from the class distribution (weight 1 on each
+common token, weights 0.1, 0.2, ..., 1.0 on the class's distinct tokens), then the query
+token ``5+c``, then the target ``1+c``. The model reads the first ``T-1`` tokens and
+predicts the last.
+
+The model has no positional information, so the bag of token counts of the ``T-1`` read
+tokens (plus the class, which fixes the query and the target) is a sufficient statistic:
+:class:`CountBatch` carries it, and :class:`TokenBatch` the dense sequences it summarises.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+VOCAB = 50
+N_CLASSES = 4
+N_COMMON = 10
+N_DISTINCT = 10
+
+
+def query_token(c):
+    return 5 + c
+
+
+def target_token(c):
+    return 1 + c
+
+
+def distinct_tokens(c: int) -> range:
+    return range(N_COMMON * (c + 1), N_COMMON * (c + 2))
+
+
+def class_distributions() -> torch.Tensor:
+    """(4, 50) float64: row c is the context distribution of class c."""
+    weights = torch.zeros(N_CLASSES, VOCAB, dtype=torch.float64)
+    weights[:, :N_COMMON] = 1.0
+    ramp = torch.arange(1, N_DISTINCT + 1, dtype=torch.float64) / 10
+    for c in range(N_CLASSES):
+        weights[c, distinct_tokens(c).start:distinct_tokens(c).stop] = ramp
+    return weights / weights.sum(1, keepdim=True)
+
+
+_SLOTS = 10 * N_COMMON + sum(range(1, N_DISTINCT + 1))  # tenths of weight per class: 155
+
+
+@functools.cache
+def _slot_tables() -> torch.Tensor:
+    """(4, 155) int64: token of each tenth of weight; token v fills weight(v) * 10 slots."""
+    tables = []
+    for c in range(N_CLASSES):
+        tokens = [v for v in range(N_COMMON) for _ in range(10)]
+        tokens += [v for j, v in enumerate(distinct_tokens(c)) for _ in range(j + 1)]
+        tables.append(tokens)
+    return torch.tensor(tables)
+
+
+def distinct_mask() -> torch.Tensor:
+    """(4, 50) bool: row c marks class c's distinct tokens."""
+    mask = torch.zeros(N_CLASSES, VOCAB, dtype=torch.bool)
+    for c in range(N_CLASSES):
+        mask[c, distinct_tokens(c).start:distinct_tokens(c).stop] = True
+    return mask
+
+
+def check_length(T: int) -> int:
+    if isinstance(T, bool) or not isinstance(T, int) or T < 3:
+        raise ValueError(f"parameter 'T': expected an integer sequence length >= 3, got {T!r}")
+    return T
+
+
+@dataclass
+class CountBatch:
+    """A batch as the model needs it: per sequence the class and the counts of read tokens.
+
+    counts: (B, 50) float32, summing to T-1 per row (context tokens plus the query token).
+    """
+
+    classes: torch.Tensor  # (B,) int64
+    counts: torch.Tensor  # (B, 50) float32
+
+    @property
+    def queries(self) -> torch.Tensor:
+        return query_token(self.classes)
+
+    @property
+    def targets(self) -> torch.Tensor:
+        return target_token(self.classes)
+
+
+@dataclass
+class TokenBatch:
+    """Dense sequences: tokens (B, T) int64, the last column being the target."""
+
+    classes: torch.Tensor
+    tokens: torch.Tensor
+
+    @property
+    def inputs(self) -> torch.Tensor:
+        return self.tokens[:, :-1]
+
+    @property
+    def targets(self) -> torch.Tensor:
+        return self.tokens[:, -1]
+
+    def to_counts(self) -> CountBatch:
+        counts = torch.zeros(len(self.classes), VOCAB)
+        counts.scatter_add_(1, self.inputs, torch.ones(self.inputs.shape))
+        return CountBatch(self.classes, counts)
+
+
+def sample_classes(generator: torch.Generator, batch: int, per_class: bool = False):
+    """Uniform classes, or ``batch`` sequences of each class in turn (``per_class``)."""
+    if per_class:
+        return torch.arange(N_CLASSES).repeat_interleave(batch)
+    return torch.randint(N_CLASSES, (batch,), generator=generator)
+
+
+def sample_tokens(generator: torch.Generator, batch: int, T: int, per_class: bool = False
+                  ) -> TokenBatch:
+    """Dense sequences of length T (context, query, target)."""
+    check_length(T)
+    classes = sample_classes(generator, batch, per_class)
+    # Every weight is a whole number of tenths (155 in all per class), so a uniform slot
+    # among 155 looked up in a table is an exact draw, and far faster than multinomial.
+    slots = torch.randint(_SLOTS, (len(classes), T - 2), generator=generator)
+    context = _slot_tables()[classes.unsqueeze(1), slots]
+    tokens = torch.cat([context, query_token(classes)[:, None], target_token(classes)[:, None]],
+                       dim=1)
+    return TokenBatch(classes, tokens)
+
+
+def sample_counts(generator: torch.Generator, batch: int, T: int, per_class: bool = False
+                  ) -> CountBatch:
+    """The same distribution as :func:`sample_tokens`, as token counts (the same draws)."""
+    return sample_tokens(generator, batch, T, per_class).to_counts()
+
+
+class DataStream:
+    """An endless, reproducible stream of count batches for one (seed, T, batch size).
+
+    Batch ``k`` of the stream depends only on the seed, T, the batch size and ``k``: it is
+    drawn in fixed-size chunks from a generator of its own, so every model that trains on
+    the stream sees the same data however long it trains or whatever else trains with it.
+    """
+
+    CHUNK = 50
+
+    def __init__(self, seed: int, T: int, batch: int, per_class: bool = False):
+        self.seed, self.T, self.batch, self.per_class = seed, check_length(T), batch, per_class
+        self._generator = torch.Generator().manual_seed(seed)
+        self._chunk_start = 0
+        self._chunk: CountBatch | None = None
+        self._next_chunk = 0
+
+    def batch_at(self, k: int) -> CountBatch:
+        """Batch ``k``; steps must not go backwards past the current chunk."""
+        while self._chunk is None or k >= self._chunk_start + self.CHUNK:
+            self._draw_chunk()
+        if k < self._chunk_start:
+            raise IndexError(f"batch {k} of the stream was already discarded")
+        i = (k - self._chunk_start) * self._rows
+        return CountBatch(self._chunk.classes[i:i + self._rows],
+                          self._chunk.counts[i:i + self._rows])
+
+    @property
+    def _rows(self) -> int:
+        return self.batch * (N_CLASSES if self.per_class else 1)
+
+    def _draw_chunk(self) -> None:
+        if self.per_class:
+            parts = [sample_counts(self._generator, self.batch, self.T, per_class=True)
+                     for _ in range(self.CHUNK)]
+            self._chunk = CountBatch(torch.cat([p.classes for p in parts]),
+                                     torch.cat([p.counts for p in parts]))
+        else:
+            self._chunk = sample_counts(self._generator, self.batch * self.CHUNK, self.T)
+        self._chunk_start = self._next_chunk
+        self._next_chunk += self.CHUNK

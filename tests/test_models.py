@@ -1,0 +1,118 @@
+"""The four parameterizations: dense vs counts paths, hand-written gradients, invariants."""
+
+import pytest
+import torch
+
+from qkov import models as M
+from qkov import tasks
+
+SPECS = [M.ModelSpec(p, ov_bias=bias, fixed_alpha=alpha)
+         for p in M.PARAMETERIZATIONS for bias in (False, True) for alpha in (None, 0.6)]
+
+
+def spec_id(s):
+    return f"{s.parameterization}{'+b' if s.ov_bias else ''}{'-fixed' if s.fixed_alpha else ''}"
+
+
+@pytest.fixture(scope="module")
+def batch():
+    return tasks.sample_tokens(torch.Generator().manual_seed(3), 32, 64)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=spec_id)
+def test_dense_and_counts_paths_agree_in_logits_and_gradients(spec, batch):
+    counts = batch.to_counts()
+    params = M.init_parameters(spec, torch.Generator().manual_seed(1))
+    grads = []
+    logits = []
+    for path in ("dense", "counts"):
+        p = {k: v.clone().requires_grad_(True) for k, v in params.items()}
+        if path == "dense":
+            z, _ = M.dense_logits(p, batch.inputs, spec.fixed_alpha, batch.classes)
+        else:
+            z, _ = M.count_logits(p, counts.counts, counts.classes, spec.fixed_alpha)
+        torch.nn.functional.cross_entropy(z, batch.targets).backward()
+        logits.append(z.detach())
+        grads.append({k: v.grad for k, v in p.items() if v.grad is not None})
+    assert torch.allclose(logits[0], logits[1], atol=1e-5)
+    assert grads[0].keys() == grads[1].keys()
+    for k in grads[0]:
+        assert torch.allclose(grads[0][k], grads[1][k], atol=1e-5), k
+
+
+def test_attention_over_positions_sums_to_attention_over_tokens(batch):
+    spec = M.ModelSpec("CACO")
+    p = M.init_parameters(spec, torch.Generator().manual_seed(0))
+    _, a_pos = M.dense_logits(p, batch.inputs)
+    _, a_tok = M.count_logits(p, batch.to_counts().counts, batch.classes)
+    per_token = torch.zeros(32, 50).scatter_add_(1, batch.inputs, a_pos)
+    assert torch.allclose(per_token, a_tok, atol=1e-6)
+
+
+@pytest.mark.parametrize("ov", ["FAFO", "FACO"], ids=["factorized-OV", "collapsed-OV"])
+def test_ensemble_gradients_match_autograd_for_mixed_members(ov, batch):
+    other = "CA" + ov[2:]
+    specs = [M.ModelSpec(ov, ov_bias=True), M.ModelSpec(other), M.ModelSpec(ov, qk_init="identity")]
+    ens = M.Ensemble(specs, [torch.Generator().manual_seed(i) for i in range(3)])
+    counts = batch.to_counts()
+    E = len(specs)
+    before = {k: v.clone() for k, v in ens.params.items()}
+    losses, grads = ens.loss_and_grads(counts.counts.expand(E, -1, -1),
+                                       counts.classes.expand(E, -1))
+    lr = torch.tensor([0.1, 0.2, 0.3])
+    ens.apply(grads, lr, lr / 2)
+    for i, spec in enumerate(specs):
+        own = {k: before[k][i].clone().requires_grad_(True) for k in ens.member(i)}
+        z, _ = M.count_logits(own, counts.counts, counts.classes)
+        loss = torch.nn.functional.cross_entropy(z, counts.targets)
+        loss.backward()
+        assert losses[i].item() == pytest.approx(loss.item(), abs=1e-6)
+        after = ens.member(i)
+        for k, v in own.items():
+            rate = lr[i] if k in ("W_QK", "W_Q", "W_K") else lr[i] / 2
+            step = 0 if (k == "b" and not spec.ov_bias) else rate
+            assert torch.allclose(after[k], v.detach() - step * v.grad, atol=1e-6), (spec, k)
+
+
+def test_factorized_ov_conserves_its_balance_under_small_steps(batch):
+    """W_O^T W_O - W_V W_V^T is conserved by gradient flow; small-step GD keeps it to 1e-3."""
+    spec = M.ModelSpec("CAFO", fixed_alpha=0.5)
+    ens = M.Ensemble([spec], [torch.Generator().manual_seed(5)])
+    counts = batch.to_counts()
+    c, k = counts.counts[None], counts.classes[None]
+
+    def balance():
+        w_o, w_v = ens.params["W_O"][0].double(), ens.params["W_V"][0].double()
+        return w_o.T @ w_o - w_v @ w_v.T
+
+    start = balance()
+    first_loss = None
+    for _ in range(12000):  # full batch: the same 32 sequences every step
+        losses, grads = ens.loss_and_grads(c, k)
+        first_loss = first_loss or losses.item()
+        ens.apply(grads, torch.zeros(1), torch.full((1,), 0.01))
+    assert losses.item() < 0.5 * first_loss, "the OV circuit should have learned"
+    moved = (ens.params["W_O"][0] @ ens.params["W_V"][0]).norm()
+    drift = (balance() - start).norm() / start.norm()
+    assert drift < 1e-3, drift
+    assert moved > 1.0  # the product itself changed a lot
+
+
+def test_unknown_parameterization_lists_the_valid_ones():
+    with pytest.raises(ValueError) as err:
+        M.ModelSpec("FAC0")
+    assert all(p in str(err.value) for p in M.PARAMETERIZATIONS)
+
+
+def test_identity_init_and_default_init():
+    p = M.init_parameters(M.ModelSpec("FAFO", qk_init="default", ov_init="identity"),
+                          torch.Generator().manual_seed(0))
+    assert torch.equal(p["W_V"], 1e-6 * torch.eye(50)) and torch.equal(p["W_O"], p["W_V"])
+    assert p["W_Q"].abs().max() <= 50 ** -0.5 and p["W_Q"].std() > 0.05
+    assert torch.equal(p["b"], torch.zeros(50))
+
+
+@pytest.mark.parametrize("bad", [{"qk_init": "zeros"}, {"fixed_alpha": 1.5}])
+def test_bad_specs_are_refused(bad):
+    with pytest.raises(ValueError, match="parameter"):
+        M.ModelSpec("CACO", **bad)

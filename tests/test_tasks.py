@@ -1,0 +1,68 @@
+"""The synthetic next-token task: layout, class distributions, streams."""
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from qkov import tasks
+
+
+def test_class_distributions_follow_the_spec():
+    p = tasks.class_distributions()
+    assert p.shape == (4, 50) and torch.allclose(p.sum(1), torch.ones(4, dtype=p.dtype))
+    for c in range(4):
+        weights = p[c] * 15.5
+        assert torch.allclose(weights[:10], torch.ones(10, dtype=p.dtype))
+        own = list(tasks.distinct_tokens(c))
+        assert own == list(range(10 * (c + 1), 10 * (c + 2)))
+        assert torch.allclose(weights[own], torch.arange(1, 11, dtype=p.dtype) / 10)
+        others = [v for v in range(10, 50) if v not in own]
+        assert torch.all(p[c, others] == 0)
+
+
+def test_sequence_layout():
+    batch = tasks.sample_tokens(torch.Generator().manual_seed(0), 64, 20)
+    assert batch.tokens.shape == (64, 20)
+    assert torch.equal(batch.tokens[:, -2], 5 + batch.classes)  # the query token
+    assert torch.equal(batch.targets, 1 + batch.classes)
+    assert batch.inputs.shape == (64, 19)
+    counts = batch.to_counts().counts
+    assert torch.all(counts.sum(1) == 19)
+
+
+def test_sampled_counts_fit_the_class_distribution():
+    """Chi-square goodness of fit of pooled context tokens, per class (fixed seed)."""
+    batch = tasks.sample_tokens(torch.Generator().manual_seed(1234), 4000, 64)
+    context = batch.tokens[:, :-2]
+    for c in range(4):
+        tokens = context[batch.classes == c].flatten()
+        support = torch.nonzero(tasks.class_distributions()[c]).flatten()
+        observed = torch.bincount(tokens, minlength=50)
+        assert observed.sum() == observed[support].sum(), "a token outside the class"
+        expected = tasks.class_distributions()[c][support] * len(tokens)
+        chi2 = stats.chisquare(observed[support].numpy(), expected.numpy())
+        assert chi2.pvalue > 1e-3, (c, chi2)
+    # classes are uniform
+    assert stats.chisquare(torch.bincount(batch.classes, minlength=4).numpy()).pvalue > 1e-3
+
+
+def test_per_class_batches_hold_every_class_equally():
+    batch = tasks.sample_counts(torch.Generator().manual_seed(0), 32, 64, per_class=True)
+    assert torch.equal(torch.bincount(batch.classes), torch.full((4,), 32))
+
+
+def test_streams_are_reproducible_and_independent_of_how_they_are_read():
+    a, b = tasks.DataStream(7, 64, 32), tasks.DataStream(7, 64, 32)
+    first = [a.batch_at(k).counts for k in range(120)]
+    again = [b.batch_at(k).counts for k in range(0, 120)]
+    assert all(torch.equal(x, y) for x, y in zip(first, again))
+    other = tasks.DataStream(8, 64, 32)
+    assert not torch.equal(other.batch_at(0).counts, first[0])
+    with pytest.raises(IndexError, match="already discarded"):
+        a.batch_at(0)
+
+
+def test_bad_length_is_refused():
+    with pytest.raises(ValueError, match="parameter 'T'"):
+        tasks.sample_tokens(torch.Generator(), 4, 2)
