@@ -1,0 +1,101 @@
+"""What the figures measure: attention on distinct tokens, probability of the correct token,
+the 2-D heatmap over held-out sequences, loss and accuracy, and for fixed attention the
+loss sensitivity to sharper attention (paper Fig. 3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from . import models, tasks
+from .train import derived_seed
+
+HEATMAP_BINS = np.linspace(0.0, 1.0, 6)  # bins of 0.2 on both axes
+
+
+def attention_on_distinct(attention: torch.Tensor, classes: torch.Tensor) -> torch.Tensor:
+    """Attention mass (from the query position) on the class's distinct tokens: (..., B)."""
+    return (attention * tasks.distinct_mask()[classes]).sum(-1)
+
+
+def probability_correct(logits: torch.Tensor, classes: torch.Tensor) -> torch.Tensor:
+    targets = tasks.target_token(classes).unsqueeze(-1)
+    return torch.softmax(logits, -1).gather(-1, targets).squeeze(-1)
+
+
+@dataclass
+class Evaluation:
+    """One model on held-out sequences: per-sequence values and their summaries."""
+
+    attention: np.ndarray  # mass on distinct tokens, per sequence
+    probability: np.ndarray  # probability of the correct next token, per sequence
+    loss: float
+    accuracy: float
+
+    def heatmap(self) -> np.ndarray:
+        """(5, 5) percent of sequences; rows: probability bins (low to high), columns:
+        attention bins (low to high). Values of exactly 1.0 fall in the last bin."""
+        counts, _, _ = np.histogram2d(self.probability, self.attention,
+                                      bins=[HEATMAP_BINS, HEATMAP_BINS])
+        return 100.0 * counts / len(self.attention)
+
+
+def held_out_batches(seed: int, T: int, n_batches: int, batch_size: int = 32):
+    """Held-out sequences of a run: a stream of their own (not the training stream)."""
+    stream = tasks.DataStream(derived_seed(seed, "eval"), T, batch_size)
+    batches = [stream.batch_at(k) for k in range(n_batches)]
+    return tasks.CountBatch(torch.cat([b.classes for b in batches]),
+                            torch.cat([b.counts for b in batches]))
+
+
+@torch.no_grad()
+def evaluate(params: dict, spec: models.ModelSpec, batch: tasks.CountBatch) -> Evaluation:
+    """Attention mass, probability of the correct token, loss and accuracy of one model."""
+    logits, attention = models.count_logits(params, batch.counts, batch.classes,
+                                            spec.fixed_alpha)
+    targets = batch.targets
+    loss = torch.nn.functional.cross_entropy(logits, targets).item()
+    accuracy = (logits.argmax(-1) == targets).float().mean().item()
+    return Evaluation(attention_on_distinct(attention, batch.classes).numpy(),
+                      probability_correct(logits, batch.classes).numpy(), loss, accuracy)
+
+
+def heatmap_mean_std(heatmaps: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation (over seeds, ddof=0) of per-seed percentage heatmaps."""
+    stack = np.stack(heatmaps)
+    return stack.mean(0), stack.std(0)
+
+
+@torch.no_grad()
+def fixed_attention_losses(params: dict, batch: tasks.CountBatch, alphas) -> np.ndarray:
+    """Loss of one OV circuit under fixed attention ``alpha`` for each alpha, same sequences.
+
+    The hidden state is linear in alpha, h = alpha u_on + (1 - alpha) u_off, so the two
+    OV products are computed once and every alpha costs only a softmax: this makes the
+    finite-difference sensitivity (L(alpha) - L(alpha + d)) / d cheap and free of sampling
+    noise (both losses see the same sequences).
+    """
+    on = models.fixed_attention(batch.counts, batch.classes, 1.0)
+    off = models.fixed_attention(batch.counts, batch.classes, 0.0)
+    _, w_ov = models.effective(params)
+    z_on, z_off = on @ w_ov.T, off @ w_ov.T
+    targets = batch.targets
+    losses = []
+    for alpha in alphas:
+        z = alpha * z_on + (1 - alpha) * z_off + params["b"]
+        losses.append(torch.nn.functional.cross_entropy(z, targets).item())
+    return np.array(losses)
+
+
+def loss_sensitivity(params: dict, batch: tasks.CountBatch, alpha: float, d: float = 0.005
+                     ) -> tuple[float, float]:
+    """(L(alpha), (L(alpha) - L(alpha + d)) / d): the loss and the pressure to sharpen.
+
+    For alpha + d > 1 (alpha = 1: no sharper attention exists) the pressure is 0.
+    """
+    if alpha + d > 1.0:
+        return float(fixed_attention_losses(params, batch, [alpha])[0]), 0.0
+    here, sharper = fixed_attention_losses(params, batch, [alpha, alpha + d])
+    return float(here), float((here - sharper) / d)
