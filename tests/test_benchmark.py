@@ -1,0 +1,44 @@
+"""The speed benchmark runs (its numbers are printed, never asserted: machines are noisy)."""
+
+import importlib.util
+
+from conftest import REPO
+
+
+def test_benchmark_runs_and_prints_the_ratio(capsys):
+    spec = importlib.util.spec_from_file_location(
+        "trainer_speed", REPO / "benchmarks" / "trainer_speed.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--trainer-steps", "10", "--baseline-steps", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "speed-up (b)/(a)" in out and "model-steps/s" in out
+
+
+def test_baseline_and_library_models_compute_the_same_function():
+    """The baseline is a fair comparison: same model, same logits, for every class."""
+    import torch
+    from torch import nn
+
+    from qkov import models, tasks
+
+    spec = importlib.util.spec_from_file_location(
+        "trainer_speed", REPO / "benchmarks" / "trainer_speed.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    batch = tasks.sample_tokens(torch.Generator().manual_seed(0), 16, 64)
+    x = nn.functional.one_hot(batch.inputs, 50).float()
+    for p in models.PARAMETERIZATIONS:
+        net = bench.Baseline(models.ModelSpec(p))
+        if p[0] == "F":
+            params = {"W_Q": net.query.weight, "W_K": net.key.weight}
+        else:
+            params = {"W_QK": net.key_query.weight}  # score(q, v) = x_q . (W x_v) = W[q, v]
+        if p[2] == "F":
+            params |= {"W_V": net.value.weight, "W_O": net.prediction.weight}
+        else:
+            params |= {"W_OV": net.prediction.weight}
+        params["b"] = torch.zeros(50)
+        with torch.no_grad():
+            ours, _ = models.dense_logits(params, batch.inputs)
+            assert torch.allclose(net(x), ours, atol=1e-5), p
