@@ -7,7 +7,7 @@ argument with the companion's choice as default (and the book says so).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .models import ModelSpec
 from .train import RunConfig
@@ -18,27 +18,25 @@ EARLY_STOP_LOSS = 1e-3
 
 @dataclass(frozen=True)
 class Panel:
-    """One panel of paper Fig. 2: a model, its learning rates and its training length."""
+    """One panel of paper Fig. 2: a title and the run it trains (once per seed)."""
 
-    key: str
     title: str
-    model: ModelSpec
-    epochs: int
-    batches_per_epoch: int
-    lr_qk: float = 1e-2
-    lr_ov: float = 1e-2
-    qk_ramp: tuple[float, float] = (1.0, 1.0)
-    T: int = 64
-    early_stop: bool = False
+    template: RunConfig  # named by the panel's key; seed and name are set per seed
+
+    @property
+    def key(self) -> str:
+        return self.template.name
 
     def runs(self, seeds=SEEDS, epochs_scale: float = 1.0) -> list[RunConfig]:
-        epochs = max(1, round(self.epochs * epochs_scale))
-        return [
-            RunConfig(f"{self.key}/seed{seed}", self.model, seed, epochs,
-                      self.batches_per_epoch, self.lr_qk, self.lr_ov, self.qk_ramp, 32,
-                      self.T, EARLY_STOP_LOSS if self.early_stop else None)
-            for seed in seeds
-        ]
+        epochs = max(1, round(self.template.epochs * epochs_scale))
+        return [replace(self.template, name=f"{self.key}/seed{seed}", seed=seed, epochs=epochs)
+                for seed in seeds]
+
+
+def _panel(key, title, model, epochs, batches_per_epoch, early_stop=False, **kw) -> Panel:
+    early = EARLY_STOP_LOSS if early_stop else None
+    return Panel(title, RunConfig(key, model, SEEDS[0], epochs, batches_per_epoch,
+                                  early_stop_loss=early, **kw))
 
 
 def _identity(p):
@@ -48,18 +46,18 @@ def _identity(p):
 # Row 1 stops early at a mean epoch loss of 1e-3 (the authors' notebooks stop FAFO so);
 # row 2 (faster QK) trains for its full length, as in the authors' notebooks.
 FIG2_PANELS = (
-    Panel("FAFO", "FAFO", ModelSpec("FAFO", qk_init="default", ov_init="identity"), 2500, 250,
-          early_stop=True),
-    Panel("FACO", "FACO", _identity("FACO"), 2500, 250, early_stop=True),
-    Panel("CAFO", "CAFO", _identity("CAFO"), 5000, 200, early_stop=True),
-    Panel("CACO", "CACO", ModelSpec("CACO"), 2500, 200, early_stop=True),
-    Panel("FAFO-qk20x", "FAFO, QK rate 20x", _identity("FAFO"), 1000, 100, lr_qk=0.2),
-    Panel("FAFO-ramp40x", "FAFO, QK rate 1x to 40x", _identity("FAFO"), 2000, 100,
-          qk_ramp=(1.0, 40.0)),
-    Panel("CACO-qk5x", "CACO, QK rate 5x, T = 128", ModelSpec("CACO"), 2000, 100, lr_qk=0.05,
-          T=128),
-    Panel("CACO-ramp10x", "CACO, QK rate 1x to 10x", ModelSpec("CACO"), 2000, 100,
-          qk_ramp=(1.0, 10.0)),
+    _panel("FAFO", "FAFO", ModelSpec("FAFO", qk_init="default", ov_init="identity"), 2500,
+           250, early_stop=True),
+    _panel("FACO", "FACO", _identity("FACO"), 2500, 250, early_stop=True),
+    _panel("CAFO", "CAFO", _identity("CAFO"), 5000, 200, early_stop=True),
+    _panel("CACO", "CACO", ModelSpec("CACO"), 2500, 200, early_stop=True),
+    _panel("FAFO-qk20x", "FAFO, QK rate 20x", _identity("FAFO"), 1000, 100, lr_qk=0.2),
+    _panel("FAFO-ramp40x", "FAFO, QK rate 1x to 40x", _identity("FAFO"), 2000, 100,
+           qk_ramp=(1.0, 40.0)),
+    _panel("CACO-qk5x", "CACO, QK rate 5x, T = 128", ModelSpec("CACO"), 2000, 100,
+           lr_qk=0.05, T=128),
+    _panel("CACO-ramp10x", "CACO, QK rate 1x to 10x", ModelSpec("CACO"), 2000, 100,
+           qk_ramp=(1.0, 10.0)),
 )
 
 
