@@ -93,3 +93,30 @@ def test_bad_run_configs_name_run_and_parameter(bad, name):
 def test_derived_seeds_differ_by_purpose_and_are_stable():
     seeds = {T.derived_seed(1234, p) for p in ("data", "init", "eval")}
     assert len(seeds) == 3 and T.derived_seed(1234, "data") == T.derived_seed(1234, "data")
+
+
+def test_worker_processes_give_the_same_results():
+    runs = [run("a", "FAFO", lr_qk=0.2), run("b", "CACO", seed=7), run("c", "FACO", epochs=2),
+            run("d", "CAFO", T=128)]
+    def callback(config, params, epoch):
+        return (config.name, epoch)
+
+    alone = T.train(runs, progress=False, epoch_callback=callback)
+    split = T.train(runs, progress=False, epoch_callback=callback, workers=2)
+    for x, y in zip(alone, split):
+        assert x.config == y.config
+        assert np.allclose(x.epoch_losses, y.epoch_losses, rtol=0, atol=1e-6)
+        assert x.epoch_callback_values == y.epoch_callback_values
+        for k in x.params:
+            assert torch.allclose(x.params[k], y.params[k], atol=1e-6)
+    with pytest.raises(ValueError, match="parameter 'workers'"):
+        T.train(runs, workers=0)
+
+
+def test_split_balances_the_work():
+    runs = [run(f"r{i}", "FAFO" if i % 2 else "CACO", epochs=i + 1) for i in range(7)]
+    parts = T._split(runs, 2)
+    assert sorted(i for part in parts for i in part) == list(range(7))
+    cost = [sum(runs[i].steps * (2 if runs[i].model.ov == "factorized" else 1) for i in part)
+            for part in parts]
+    assert max(cost) / sum(cost) < 0.6

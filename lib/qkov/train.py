@@ -138,18 +138,74 @@ class _Group:
 
 
 def train(configs: list[RunConfig], progress: bool = True, epoch_callback=None,
-          desc: str = "training") -> list[RunResult]:
+          desc: str = "training", workers: int = 1) -> list[RunResult]:
     """Train every run in ``configs`` together; results in the same order.
 
     ``epoch_callback(config, params, epoch)`` (optional) is called for each run after each
     of its epochs (and once before training, with epoch 0) with that member's parameters;
     what it returns is kept in ``RunResult.epoch_callback_values``.
+
+    ``workers > 1`` splits the runs over that many processes (one torch thread each). The
+    per-step work on these small tensors is dominated by per-operation overhead, which one
+    process cannot spread over cores; since a run does not depend on the rest of its
+    ensemble, splitting changes no result beyond floating-point rounding.
     """
     if not configs:
         raise ValueError("no runs to train")
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
         raise ValueError("run names must be unique")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"parameter 'workers': expected an integer >= 1, got {workers!r}")
+    if workers > 1 and len(configs) > 1:
+        return _train_in_processes(configs, progress, epoch_callback, desc, workers)
+    return _train_together(configs, progress, epoch_callback, desc)
+
+
+def _split(configs: list[RunConfig], parts: int) -> list[list[int]]:
+    """Indices of ``configs`` in ``parts`` groups of about equal work (longest first)."""
+    def cost(c):  # a factorized OV circuit does about twice the matrix work
+        return c.steps * (2 if c.model.ov == "factorized" else 1)
+
+    loads = [0.0] * parts
+    groups = [[] for _ in range(parts)]
+    for i in sorted(range(len(configs)), key=lambda i: -cost(configs[i])):
+        k = loads.index(min(loads))
+        groups[k].append(i)
+        loads[k] += cost(configs[i])
+    return [sorted(g) for g in groups if g]
+
+
+_FORKED_CALLBACK = None  # set before forking: workers inherit it (closures do not pickle)
+
+
+def _train_worker(configs, progress, desc, position):
+    torch.set_num_threads(1)
+    return _train_together(configs, progress, _FORKED_CALLBACK, f"{desc} [{position + 1}]",
+                           position=position)
+
+
+def _train_in_processes(configs, progress, epoch_callback, desc, workers):
+    import multiprocessing
+
+    global _FORKED_CALLBACK
+    parts = _split(configs, workers)
+    _FORKED_CALLBACK = epoch_callback
+    try:
+        with multiprocessing.get_context("fork").Pool(len(parts)) as pool:
+            outputs = pool.starmap(_train_worker, [
+                ([configs[i] for i in part], progress, desc, k) for k, part in enumerate(parts)
+            ])
+    finally:
+        _FORKED_CALLBACK = None
+    results = [None] * len(configs)
+    for part, out in zip(parts, outputs):
+        for i, result in zip(part, out):
+            results[i] = result
+    return results
+
+
+def _train_together(configs, progress, epoch_callback, desc, position=0):
     streams = {}
     stream_of = []
     for c in configs:
@@ -185,7 +241,7 @@ def train(configs: list[RunConfig], progress: bool = True, epoch_callback=None,
 
     total_steps = max(c.steps for c in configs)
     bar = tqdm(total=total_steps, desc=desc, disable=not progress, mininterval=2.0,
-               unit="step")
+               unit="step", position=position)
     t = 0
     while groups:
         batches = [stream.batch_at(t) for stream in stream_list]
