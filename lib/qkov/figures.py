@@ -8,8 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import matplotlib as mpl
-import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
 from .artifacts import write_atomic
 
@@ -41,6 +41,26 @@ FORMATS = ("png", "pdf", "svg")
 # No creation dates in the files, so a re-run with equal results writes equal bytes.
 _METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "ModDate": None},
              "svg": {"Date": None}}
+
+
+class NotebookFigure(Figure):
+    """A figure outside pyplot's registry that a notebook shows as one PNG.
+
+    Ending a cell with ``fig`` displays it exactly once through ``_repr_png_``, whatever the
+    kernel's matplotlib backend: no inline auto-display to duplicate it (a duplicated
+    figure breaks the book's figure label) and no open pyplot figures to leak.
+    """
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        with house_style():
+            self.savefig(buffer, format="png", bbox_inches="tight", dpi=HOUSE_STYLE["figure.dpi"],
+                         metadata=_METADATA["png"])
+        return buffer.getvalue()
+
+
+def new_figure(**kwargs) -> NotebookFigure:
+    return NotebookFigure(layout="constrained", **kwargs)
 
 
 @contextmanager
@@ -85,7 +105,7 @@ def reduced_dynamics(trajectories, thresholds, samples: int = 400):
     ratios = [tr.r for tr in trajectories]
     colors = ratio_colors(ratios)
     with house_style():
-        fig = plt.figure(figsize=(13, 6.4), layout="constrained")
+        fig = new_figure(figsize=(13, 6.4))
         grid = fig.add_gridspec(2, 4)
         top = [fig.add_subplot(grid[0, k]) for k in range(4)]
         bottom = [fig.add_subplot(grid[1, k]) for k in range(3)]
@@ -121,4 +141,66 @@ def reduced_dynamics(trajectories, thresholds, samples: int = 400):
         handles, labels = top[0].get_legend_handles_labels()
         legend_ax.legend(handles, labels, loc="center left",
                          title=r"$r = \eta_{QK} / \eta_{OV}$", fontsize=10, title_fontsize=10)
+    return fig
+
+
+def heatmap_panels(summaries, statistic: str = "mean"):
+    """Paper Fig. 2: one 5x5 heatmap per panel (two rows of four).
+
+    x: attention mass on distinct tokens (from the query position), y: probability of the
+    correct next token, bins of 0.2; each cell the % of held-out sequences, mean (or std)
+    over seeds, printed in the cell.
+    """
+    from .metrics import HEATMAP_BINS
+
+    with house_style():
+        fig = new_figure(figsize=(13, 6.6))
+        axes = fig.subplots(2, 4, sharex=True, sharey=True)
+        image = None
+        vmax = 100.0 if statistic == "mean" else max(
+            float(np.max(s.heatmap_std)) for s in summaries) or 1.0
+        for ax, s in zip(axes.flat, summaries):
+            values = s.heatmap_mean if statistic == "mean" else s.heatmap_std
+            image = ax.imshow(values, origin="lower", extent=(0, 1, 0, 1), cmap="Blues",
+                              vmin=0, vmax=vmax, aspect="equal")
+            centres = (HEATMAP_BINS[:-1] + HEATMAP_BINS[1:]) / 2
+            for i, y in enumerate(centres):
+                for j, x in enumerate(centres):
+                    v = values[i, j]
+                    ax.text(x, y, f"{v:.1f}", ha="center", va="center", fontsize=8,
+                            color="white" if v > 0.6 * vmax else "black")
+            ax.set_title(f"{s.panel.title}\nloss {np.mean(s.final_losses):.2g}", fontsize=9)
+            ax.set_xticks(HEATMAP_BINS)
+            ax.set_yticks(HEATMAP_BINS)
+            ax.grid(False)
+        for ax in axes[1]:
+            ax.set_xlabel("attention on distinct tokens")
+        for ax in axes[:, 0]:
+            ax.set_ylabel("P(correct token)")
+        label = "% of sequences (mean over seeds)" if statistic == "mean" else \
+            "std over seeds (percentage points)"
+        fig.colorbar(image, ax=axes, shrink=0.8, label=label)
+    return fig
+
+
+def fixed_attention_curves(curves):
+    """Paper Fig. 3: loss L_t(alpha) and sensitivity per OV parameterization over epochs."""
+    ovs = list(dict.fromkeys(c.ov for c in curves))
+    alphas = sorted({c.alpha for c in curves})
+    colors = dict(zip(alphas, ratio_colors(alphas)))
+    with house_style():
+        fig = new_figure(figsize=(6 * len(ovs), 6.4))
+        axes = fig.subplots(2, len(ovs), squeeze=False)
+        for col, ov in enumerate(ovs):
+            for c in (c for c in curves if c.ov == ov):
+                epochs = np.arange(len(c.losses))
+                axes[0, col].plot(epochs, c.losses, color=colors[c.alpha],
+                                  label=rf"$\alpha = {c.alpha:g}$")
+                axes[1, col].plot(epochs, c.sensitivity, color=colors[c.alpha])
+            axes[0, col].set_yscale("log")
+            axes[0, col].set_title(f"({'ab'[col]}) {ov} OV: loss $L_t(\\alpha)$")
+            axes[1, col].set_title(f"({'cd'[col]}) {ov} OV: "
+                                   r"$(L_t(\alpha) - L_t(\alpha + \delta)) / \delta$")
+            axes[1, col].set_xlabel("epoch")
+        axes[0, 0].legend(title="fixed attention")
     return fig

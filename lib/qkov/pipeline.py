@@ -25,11 +25,21 @@ VOLATILE_KEYS = ["metadata.papermill", "cell.metadata.papermill", "cell.metadata
 
 
 def strip(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Drop volatile metadata; keep outputs, execution counts, cell ids and tags."""
+    """Drop volatile metadata; keep outputs, execution counts, cell ids and tags.
+
+    The stderr of cells tagged ``remove-stderr`` (progress bars of long training cells,
+    which the book hides anyway) is dropped too: it is timing noise, not a result, and
+    would bloat the stored notebook. The run's log keeps it.
+    """
     from nbstripout import strip_output
 
-    return strip_output(nb, keep_output=True, keep_count=True, keep_id=True,
-                        extra_keys=VOLATILE_KEYS)
+    nb = strip_output(nb, keep_output=True, keep_count=True, keep_id=True,
+                      extra_keys=VOLATILE_KEYS)
+    for cell in nb.cells:
+        if "remove-stderr" in cell.get("metadata", {}).get("tags", []):
+            cell.outputs = [o for o in cell.get("outputs", [])
+                            if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+    return nb
 
 
 def store(nb: nbformat.NotebookNode, path: Path) -> None:
