@@ -5,7 +5,8 @@
 # Each rule executes its notebook with papermill at the default (paper-scale) parameters
 # and stores it in place, stripped of timestamps: the stored outputs are the latest run.
 # The library's sources are inputs, so editing lib/qkov re-runs what depends on it; a run
-# with nothing changed does nothing.
+# with nothing changed does nothing. Training rules take both cores (torch uses 2 threads),
+# so they run one after the other rather than competing for the cores.
 
 import sys
 from pathlib import Path
@@ -14,19 +15,23 @@ LIBRARY = sorted(str(p) for p in Path("lib/qkov").rglob("*.py"))
 FIGURE_FILES = ["figure.png", "figure.pdf", "figure.svg", "data.csv", "summary.json"]
 
 
-def figure_outputs(figure_id):
-    return [f"artifacts/{figure_id}/{name}" for name in FIGURE_FILES]
+def figure_outputs(figure_id, extra=()):
+    return [f"artifacts/{figure_id}/{name}" for name in [*FIGURE_FILES, *extra]]
 
 
 # The notebook is rewritten in place by the run; touching the outputs afterwards keeps them
-# newer than it, so the next run sees nothing to do.
-# sys.executable: the jobs use the environment Snakemake runs in, activated or not.
-RUN_NOTEBOOK = f"{sys.executable} -m qkov.pipeline run {{input.notebook}} && touch {{output}}"
+# newer than it, so the next run sees nothing to do. sys.executable: the jobs use the
+# environment Snakemake runs in, activated or not.
+RUN_NOTEBOOK = (f"({sys.executable} -m qkov.pipeline run {{input.notebook}} && touch {{output}})"
+                " > {log} 2>&1")
 
 
 rule all:
     input:
         figure_outputs("paper-fig4"),
+        figure_outputs("paper-fig2", ["figure-std.png", "figure-std.pdf", "figure-std.svg",
+                                      "heatmaps.csv"]),
+        figure_outputs("paper-fig3", ["curves.csv"]),
 
 
 rule paper_fig4:
@@ -37,5 +42,33 @@ rule paper_fig4:
         figure_outputs("paper-fig4"),
     log:
         "artifacts/logs/paper-fig4.log",
+    threads: 1
     shell:
-        f"({RUN_NOTEBOOK}) > {{log}} 2>&1"
+        RUN_NOTEBOOK
+
+
+rule paper_fig2:
+    input:
+        notebook="notebooks/paper-fig2.ipynb",
+        library=LIBRARY,
+    output:
+        figure_outputs("paper-fig2", ["figure-std.png", "figure-std.pdf", "figure-std.svg",
+                                      "heatmaps.csv"]),
+    log:
+        "artifacts/logs/paper-fig2.log",
+    threads: 2
+    shell:
+        RUN_NOTEBOOK
+
+
+rule paper_fig3:
+    input:
+        notebook="notebooks/paper-fig3.ipynb",
+        library=LIBRARY,
+    output:
+        figure_outputs("paper-fig3", ["curves.csv"]),
+    log:
+        "artifacts/logs/paper-fig3.log",
+    threads: 2
+    shell:
+        RUN_NOTEBOOK

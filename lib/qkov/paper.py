@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
+
+from . import metrics
+from . import params as P
 from .models import ModelSpec
-from .train import RunConfig
+from .train import RunConfig, train
 
 SEEDS = (1234, 1235, 1236, 1237, 1238)
 EARLY_STOP_LOSS = 1e-3
@@ -82,3 +86,161 @@ def fig3_runs(alphas=FIG3_ALPHAS, epochs: int = 500, batches_per_epoch: int = 25
                   per_class_batches=True)
         for ov, kw in FIG3_OV.items() for alpha in alphas
     ]
+
+
+# --- paper-fig2: train, evaluate, summarise ----------------------------------------------
+
+FIG2_PARAMETERS = ("seeds", "epochs_scale", "eval_batches", "workers", "progress",
+                   "artifacts_dir")
+
+
+def validate_fig2(p: dict) -> dict:
+    seeds = P.number_list("seeds", p["seeds"])
+    if any(s != int(s) or s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise P.ParameterError("seeds", f"expected distinct non-negative integers, got {p['seeds']!r}")
+    return {
+        "seeds": [int(s) for s in seeds],
+        "epochs_scale": P.number("epochs_scale", p["epochs_scale"], above=0, below=1 + 1e-12),
+        "eval_batches": P.integer("eval_batches", p["eval_batches"], 1),
+        "workers": P.integer("workers", p["workers"], 1),
+        "progress": P.boolean("progress", p["progress"]),
+        "artifacts_dir": P.optional_path("artifacts_dir", p["artifacts_dir"]),
+    }
+
+
+@dataclass
+class PanelSummary:
+    """One panel of Fig. 2 over its seeds: held-out heatmaps, losses, accuracies."""
+
+    panel: Panel
+    heatmaps: list[np.ndarray]  # per seed, (5, 5) percent; rows: probability, columns: attention
+    final_losses: list[float]  # training loss of the last epoch, per seed
+    eval_losses: list[float]  # held-out loss, per seed
+    accuracies: list[float]  # held-out accuracy, per seed
+    epochs_run: list[int]
+
+    @property
+    def heatmap_mean(self) -> np.ndarray:
+        return metrics.heatmap_mean_std(self.heatmaps)[0]
+
+    @property
+    def heatmap_std(self) -> np.ndarray:
+        return metrics.heatmap_mean_std(self.heatmaps)[1]
+
+    def attention_marginal(self) -> tuple[np.ndarray, np.ndarray]:
+        """% of sequences per attention bin (summed over probability): mean and std over seeds."""
+        return metrics.heatmap_mean_std([h.sum(0) for h in self.heatmaps])
+
+
+def fig2_summaries(results, eval_batches: int) -> list[PanelSummary]:
+    """Evaluate every trained run on held-out sequences and summarise each panel over seeds."""
+    summaries = []
+    for panel in FIG2_PANELS:
+        mine = [r for r in results if r.config.name.split("/")[0] == panel.key]
+        evaluations = [
+            metrics.evaluate(r.params, r.config.model,
+                             metrics.held_out_batches(r.config.seed, r.config.T, eval_batches))
+            for r in mine
+        ]
+        summaries.append(PanelSummary(
+            panel, [e.heatmap() for e in evaluations], [r.final_loss for r in mine],
+            [e.loss for e in evaluations], [e.accuracy for e in evaluations],
+            [r.epochs_run for r in mine]))
+    return summaries
+
+
+def fig2_rows(summaries: list[PanelSummary]) -> list[dict]:
+    """summary.json rows: per panel x attention bin, the % of held-out sequences (mean and
+    std over seeds), with the panel's mean final training loss and held-out accuracy."""
+    rows = []
+    for s in summaries:
+        mean, std = s.attention_marginal()
+        for j in range(len(mean)):
+            rows.append({
+                "panel": s.panel.key,
+                "bin_lo": round(float(metrics.HEATMAP_BINS[j]), 6),
+                "bin_hi": round(float(metrics.HEATMAP_BINS[j + 1]), 6),
+                "pct_mean": float(mean[j]), "pct_std": float(std[j]),
+                "final_loss": float(np.mean(s.final_losses)),
+                "accuracy": float(np.mean(s.accuracies)),
+            })
+    return rows
+
+
+def fig2_heatmap_cells(summaries: list[PanelSummary]) -> list[dict]:
+    """data.csv: every plotted heatmap cell (mean and std over seeds)."""
+    edges = metrics.HEATMAP_BINS
+    return [
+        {"panel": s.panel.key, "attention_lo": round(float(edges[j]), 6),
+         "attention_hi": round(float(edges[j + 1]), 6), "probability_lo": round(float(edges[i]), 6),
+         "probability_hi": round(float(edges[i + 1]), 6), "pct_mean": float(s.heatmap_mean[i, j]),
+         "pct_std": float(s.heatmap_std[i, j])}
+        for s in summaries for i in range(5) for j in range(5)
+    ]
+
+
+# --- paper-fig3: fixed attention ------------------------------------------------------------
+
+FIG3_PARAMETERS = ("alphas", "epochs", "batches_per_epoch", "seed", "lr", "eval_batches", "d",
+                   "workers", "progress", "artifacts_dir")
+
+
+def validate_fig3(p: dict) -> dict:
+    alphas = P.number_list("alphas", p["alphas"], above=0, below=1 + 1e-12)
+    seed = P.integer("seed", p["seed"], 0)
+    return {
+        "alphas": alphas,
+        "epochs": P.integer("epochs", p["epochs"], 1),
+        "batches_per_epoch": P.integer("batches_per_epoch", p["batches_per_epoch"], 1),
+        "seed": seed,
+        "lr": P.number("lr", p["lr"], above=0),
+        "eval_batches": P.integer("eval_batches", p["eval_batches"], 1),
+        "d": P.number("d", p["d"], above=0, below=0.5),
+        "workers": P.integer("workers", p["workers"], 1),
+        "progress": P.boolean("progress", p["progress"]),
+        "artifacts_dir": P.optional_path("artifacts_dir", p["artifacts_dir"]),
+    }
+
+
+@dataclass
+class FixedAttentionCurve:
+    """L_t(alpha) and the sensitivity (L_t(alpha) - L_t(alpha + d)) / d at epochs 0..E."""
+
+    ov: str
+    alpha: float
+    losses: np.ndarray
+    sensitivity: np.ndarray
+
+    @property
+    def peak(self) -> tuple[float, int]:
+        k = int(np.argmax(self.sensitivity))
+        return float(self.sensitivity[k]), k
+
+
+def fig3_curves(p: dict) -> list[FixedAttentionCurve]:
+    """Train the OV circuits under fixed attention; measure loss and sensitivity each epoch.
+
+    Held-out sequences (``eval_batches`` x 32 per class) are drawn once and used at every
+    epoch, for alpha and alpha + d alike, so the curves carry no sampling noise between
+    epochs and the finite difference none between its two terms.
+    """
+    runs = fig3_runs(p["alphas"], p["epochs"], p["batches_per_epoch"], p["seed"], p["lr"])
+    held_out = metrics.held_out_batches(p["seed"], 64, p["eval_batches"], per_class=True)
+
+    def measure(config, params, epoch):
+        return metrics.loss_sensitivity(params, held_out, config.model.fixed_alpha, p["d"])
+
+    results = train(runs, progress=p["progress"], epoch_callback=measure, desc="paper-fig3",
+                    workers=p["workers"])
+    curves = []
+    for r in results:
+        values = np.array(r.epoch_callback_values)
+        curves.append(FixedAttentionCurve(r.config.name.split("/")[0],
+                                          r.config.model.fixed_alpha, values[:, 0],
+                                          values[:, 1]))
+    return curves
+
+
+def fig3_rows(curves: list[FixedAttentionCurve]) -> list[dict]:
+    return [{"ov": c.ov, "alpha": c.alpha, "final_loss": float(c.losses[-1]),
+             "peak_sensitivity": c.peak[0], "epoch_of_peak": c.peak[1]} for c in curves]

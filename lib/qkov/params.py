@@ -116,6 +116,12 @@ def number_list(
     return checked
 
 
+def boolean(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ParameterError(name, f"expected True or False, got {value!r}")
+    return value
+
+
 def optional_path(name: str, value: Any) -> str | None:
     """``None`` (use the default location) or a non-empty path string."""
     if value is None:

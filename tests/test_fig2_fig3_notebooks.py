@@ -1,0 +1,68 @@
+"""The paper-fig2 and paper-fig3 notebooks at a tiny scale: parameters, rows, artifacts."""
+
+import json
+
+import pytest
+
+from conftest import REPO
+from qkov import paper
+from qkov.params import ParameterError
+
+
+def test_fig2_notebook_writes_its_artifacts(run_tool, tmp_path):
+    out = tmp_path / "fig2"
+    run_tool("papermill", REPO / "notebooks" / "paper-fig2.ipynb", tmp_path / "o.ipynb",
+             "-p", "epochs_scale", "0.002", "-p", "eval_batches", "3", "-p", "progress",
+             "False", "-y", "seeds: [7, 8]", "-p", "artifacts_dir", out)
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted(["data.csv", "figure.pdf", "figure.png", "figure.svg",
+                            "figure-std.pdf", "figure-std.png", "figure-std.svg",
+                            "heatmaps.csv", "summary.json"])
+    summary = json.loads((out / "summary.json").read_text())
+    rows = summary["rows"]
+    assert len(rows) == 8 * 5
+    assert set(rows[0]) == {"panel", "bin_lo", "bin_hi", "pct_mean", "pct_std",
+                            "final_loss", "accuracy"}
+    for key in {r["panel"] for r in rows}:
+        assert sum(r["pct_mean"] for r in rows if r["panel"] == key) == pytest.approx(100)
+    assert len((out / "heatmaps.csv").read_text().splitlines()) == 8 * 25 + 1
+
+
+def test_fig3_notebook_writes_its_artifacts(run_tool, tmp_path):
+    out = tmp_path / "fig3"
+    run_tool("papermill", REPO / "notebooks" / "paper-fig3.ipynb", tmp_path / "o.ipynb",
+             "-p", "epochs", "2", "-p", "batches_per_epoch", "10", "-p", "eval_batches", "3",
+             "-p", "progress", "False", "-y", "alphas: [0.5, 1.0]", "-p", "artifacts_dir", out)
+    rows = json.loads((out / "summary.json").read_text())["rows"]
+    assert [(r["ov"], r["alpha"]) for r in rows] == [
+        ("collapsed", 0.5), ("collapsed", 1.0), ("factorized", 0.5), ("factorized", 1.0)]
+    assert set(rows[0]) == {"ov", "alpha", "final_loss", "peak_sensitivity", "epoch_of_peak"}
+    assert all(r["peak_sensitivity"] == 0 for r in rows if r["alpha"] == 1.0)
+    curves = (out / "curves.csv").read_text().splitlines()
+    assert curves[0] == "ov,alpha,epoch,loss,sensitivity" and len(curves) == 4 * 3 + 1
+
+
+FIG2 = {"seeds": [1, 2], "epochs_scale": 1.0, "eval_batches": 200, "workers": 2,
+        "progress": True, "artifacts_dir": None}
+FIG3 = {"alphas": [0.2, 1.0], "epochs": 500, "batches_per_epoch": 250, "seed": 1234,
+        "lr": 0.01, "eval_batches": 250, "d": 0.005, "workers": 2, "progress": True,
+        "artifacts_dir": None}
+
+
+@pytest.mark.parametrize("bad, name", [
+    ({"seeds": [1, 1]}, "seeds"), ({"seeds": [1.5]}, "seeds"), ({"epochs_scale": 0}, "epochs_scale"),
+    ({"epochs_scale": 2.0}, "epochs_scale"), ({"eval_batches": 0}, "eval_batches"),
+    ({"progress": "yes"}, "progress"), ({"workers": 0}, "workers"),
+])
+def test_fig2_parameters_are_checked(bad, name):
+    with pytest.raises(ParameterError, match=f"parameter '{name}'"):
+        paper.validate_fig2({**FIG2, **bad})
+
+
+@pytest.mark.parametrize("bad, name", [
+    ({"alphas": [0.0]}, "alphas"), ({"alphas": [1.2]}, "alphas"), ({"epochs": 0}, "epochs"),
+    ({"lr": -1}, "lr"), ({"d": 0.0}, "d"), ({"seed": -1}, "seed"),
+])
+def test_fig3_parameters_are_checked(bad, name):
+    with pytest.raises(ParameterError, match=f"parameter '{name}'"):
+        paper.validate_fig3({**FIG3, **bad})
