@@ -101,6 +101,13 @@ def validate_fig2(p: dict) -> dict:
     return {
         "seeds": [int(s) for s in seeds],
         "epochs_scale": P.number("epochs_scale", p["epochs_scale"], above=0, below=1 + 1e-12),
+        **_run_options(p),
+    }
+
+
+def _run_options(p: dict) -> dict:
+    """The parameters every training notebook shares: evaluation size and how to run."""
+    return {
         "eval_batches": P.integer("eval_batches", p["eval_batches"], 1),
         "workers": P.integer("workers", p["workers"], 1),
         "progress": P.boolean("progress", p["progress"]),
@@ -194,11 +201,8 @@ def validate_fig3(p: dict) -> dict:
         "batches_per_epoch": P.integer("batches_per_epoch", p["batches_per_epoch"], 1),
         "seed": seed,
         "lr": P.number("lr", p["lr"], above=0),
-        "eval_batches": P.integer("eval_batches", p["eval_batches"], 1),
         "d": P.number("d", p["d"], above=0, below=0.5),
-        "workers": P.integer("workers", p["workers"], 1),
-        "progress": P.boolean("progress", p["progress"]),
-        "artifacts_dir": P.optional_path("artifacts_dir", p["artifacts_dir"]),
+        **_run_options(p),
     }
 
 
