@@ -26,28 +26,15 @@ from dataclasses import dataclass
 import torch
 
 from . import tasks
+# The four names and their circuits are shared with the reduced dynamics of qkov.theory.
+from .theory import PARAMETERIZATIONS, check_parameterization
+from .theory import circuit_kinds as circuits
 
-PARAMETERIZATIONS = ("FAFO", "FACO", "CAFO", "CACO")
 FIXED_ATTENTION = "fixed"  # the QK "circuit" of a fixed-attention model
 V = tasks.VOCAB
 SCALE = 1.0 / math.sqrt(V)
 QUERY_ROWS = slice(tasks.query_token(0), tasks.query_token(tasks.N_CLASSES))  # rows 5..8
 INITS = ("default", "identity")
-
-
-def check_parameterization(name: str) -> str:
-    if name not in PARAMETERIZATIONS:
-        raise ValueError(
-            f"unknown parameterization {name!r}; valid: {', '.join(PARAMETERIZATIONS)}"
-        )
-    return name
-
-
-def circuits(parameterization: str) -> tuple[str, str]:
-    """('factorized' | 'collapsed') for the QK and the OV circuit."""
-    check_parameterization(parameterization)
-    kind = {"F": "factorized", "C": "collapsed"}
-    return kind[parameterization[0]], kind[parameterization[2]]
 
 
 @dataclass(frozen=True)

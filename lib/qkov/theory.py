@@ -56,6 +56,26 @@ class Setting:
         return math.log(self.M)
 
 
+# --- parameterizations ----------------------------------------------------------------------
+
+PARAMETERIZATIONS = ("FAFO", "FACO", "CAFO", "CACO")
+
+
+def check_parameterization(name: str) -> str:
+    if name not in PARAMETERIZATIONS:
+        raise ValueError(
+            f"unknown parameterization {name!r}; valid: {', '.join(PARAMETERIZATIONS)}"
+        )
+    return name
+
+
+def circuit_kinds(parameterization: str) -> tuple[str, str]:
+    """('factorized' | 'collapsed') for the QK and the OV circuit, e.g. FACO: QK factorized."""
+    check_parameterization(parameterization)
+    kind = {"F": "factorized", "C": "collapsed"}
+    return kind[parameterization[0]], kind[parameterization[2]]
+
+
 # --- the model -----------------------------------------------------------------------------
 
 
@@ -86,6 +106,44 @@ def rhs(mu_ov, mu_qk, setting: Setting, eta_ov: float, eta_qk: float):
     d_ov = eta_ov * alpha * inv / b
     d_qk = eta_qk * (M - 1) * alpha * (1.0 - alpha) * mu_ov * inv / (M * b**2)
     return d_ov, d_qk
+
+
+# --- factorized circuits: the implicit rescaling of the learning rate ----------------------
+
+
+def matrix_scale(setting: Setting, circuit: str) -> float:
+    """``w = mu * matrix_scale``: the singular value of a circuit's matrix in the stylized model
+    (:mod:`qkov.stylized`), whose token embeddings have norm ``b^{-1/2}``. The OV circuit
+    reads one embedding (``mu_ov = w / sqrt(b)``), the QK circuit two (``mu_qk = w / b``)."""
+    return {"ov": math.sqrt(setting.b), "qk": float(setting.b)}[circuit]
+
+
+def factor_rate(w, offset=0.0):
+    """``a^2 + c^2`` for factors with ``a c = w`` and conserved ``a^2 - c^2 = offset``:
+    gradient flow on ``W = A B`` moves ``w`` this many times faster than on ``W`` itself.
+    Balanced factors (offset 0) give ``2 |w|``."""
+    return np.sqrt(4.0 * np.asarray(w, dtype=float) ** 2 + offset**2)
+
+
+def rate_multipliers(mu_ov, mu_qk, setting: Setting, parameterization: str, offsets=(0.0, 0.0)):
+    """(kappa_ov, kappa_qk): each circuit's effective learning rate over its nominal one
+    (1 when collapsed). ``offsets``: the conserved ``a^2 - c^2`` of the OV and QK factors."""
+    qk, ov = circuit_kinds(parameterization)
+    k_ov = (factor_rate(np.asarray(mu_ov, dtype=float) * matrix_scale(setting, "ov"), offsets[0])
+            if ov == "factorized" else np.ones_like(np.asarray(mu_ov, dtype=float)))
+    k_qk = (factor_rate(np.asarray(mu_qk, dtype=float) * matrix_scale(setting, "qk"), offsets[1])
+            if qk == "factorized" else np.ones_like(np.asarray(mu_qk, dtype=float)))
+    return k_ov, k_qk
+
+
+def initial_state(setting: Setting, parameterization: str, init_scale: float):
+    """(mu_ov, mu_qk) at the symmetric start: collapsed circuits at 0, factorized circuits as
+    balanced factors of singular value ``init_scale`` (so ``w = init_scale^2``)."""
+    qk, ov = circuit_kinds(parameterization)
+    if "factorized" in (qk, ov):
+        P.number("init_scale", init_scale, above=0)  # zero factors sit on a saddle: no motion
+    start = {"factorized": init_scale**2, "collapsed": 0.0}
+    return (start[ov] / matrix_scale(setting, "ov"), start[qk] / matrix_scale(setting, "qk"))
 
 
 # --- the closed form -----------------------------------------------------------------------
@@ -190,6 +248,7 @@ class Trajectory:
     mu_qk: np.ndarray
     crossings: dict[float, dict[str, float]] = field(default_factory=dict)
     _dense: object = field(default=None, repr=False)
+    parameterization: str = "CACO"
 
     @property
     def r(self) -> float:
@@ -210,6 +269,13 @@ class Trajectory:
     @property
     def loss(self) -> np.ndarray:
         return loss(self.mu_ov, self.mu_qk, self.setting)
+
+    @property
+    def r_eff(self) -> np.ndarray:
+        """eta_qk,eff / eta_ov,eff along the trajectory (``r`` when both are collapsed)."""
+        k_ov, k_qk = rate_multipliers(self.mu_ov, self.mu_qk, self.setting,
+                                      self.parameterization)
+        return self.eta_qk * k_qk / (self.eta_ov * k_ov)
 
     def sample(self, tau) -> dict[str, np.ndarray]:
         """The state at normalised times ``tau`` (the solver's dense output, same accuracy)."""
@@ -234,8 +300,13 @@ def integrate_until(
     thresholds=(),
     rtol: float = 1e-11,
     atol: float = 1e-13,
+    parameterization: str = "CACO",
+    init_scale: float = 0.0,
 ) -> Trajectory:
     """Integrate the reduced ODE from mu = 0 until the loss first reaches ``target_loss``.
+
+    ``parameterization`` other than CACO multiplies each factorized circuit's rate by
+    :func:`factor_rate` (balanced factors, started at singular value ``init_scale``).
 
     The loss decreases monotonically along the flow (it is preconditioned gradient flow), so
     each threshold is crossed exactly once; each is an event of the solver, and the target is
@@ -253,8 +324,17 @@ def integrate_until(
             f"every threshold must be >= target_loss={target_loss:g}, got {thresholds[-1]:g}",
         )
 
+    start = initial_state(setting, parameterization, init_scale)
+    factorized = parameterization != "CACO"
+    if factorized:  # the state starts as small as init_scale**2: keep its digits
+        atol = min([atol, *(1e-6 * x for x in start if x > 0)])
+
     def fun(_t, y):
-        return np.array(rhs(y[0], y[1], setting, eta_ov, eta_qk))
+        d_ov, d_qk = rhs(y[0], y[1], setting, eta_ov, eta_qk)
+        if factorized:
+            k_ov, k_qk = rate_multipliers(y[0], y[1], setting, parameterization)
+            d_ov, d_qk = d_ov * k_ov, d_qk * k_qk
+        return np.array([d_ov, d_qk])
 
     def crossing(level):
         log_level = math.log(level)
@@ -272,12 +352,12 @@ def integrate_until(
     # The loss decays like log(t): the horizon is only a guard; the terminal event ends the run.
     horizon = 1e40 / min(eta_ov, eta_qk)
     sol = integrate.solve_ivp(
-        fun, (0.0, horizon), [0.0, 0.0], method="DOP853", rtol=rtol, atol=atol,
+        fun, (0.0, horizon), list(start), method="DOP853", rtol=rtol, atol=atol,
         events=events, dense_output=True,
     )
     if sol.status != 1:
         raise RuntimeError(
-            f"reduced ODE (eta_ov={eta_ov:g}, eta_qk={eta_qk:g}) did not reach "
+            f"reduced ODE ({parameterization}, eta_ov={eta_ov:g}, eta_qk={eta_qk:g}) did not reach "
             f"loss {target_loss:g}: {sol.message}"
         )
     crossings = {}
@@ -291,7 +371,7 @@ def integrate_until(
         }
     return Trajectory(
         setting, eta_ov, eta_qk, target_loss, sol.t, sol.y[0], sol.y[1], crossings,
-        _dense=sol.sol,
+        _dense=sol.sol, parameterization=parameterization,
     )
 
 

@@ -1,0 +1,278 @@
+r"""The stylized model behind the reduced ODE: full matrices whose gradient flow is exactly it.
+
+This is the companion's own reconstruction (the paper's public material gives the reduced
+ODE but not the model behind it); the book's theory chapter derives it.
+
+Data. ``M`` classes, drawn uniformly. Class ``y`` has a *relevant* token ``r_y``, a *query*
+token ``q_y`` and a shared *blank* token. A sequence holds ``m`` copies of ``r_y`` and ``n``
+blanks in its context (order is irrelevant: there are no positions), then the query ``q_y``;
+the target is class ``y`` (one of ``M`` next tokens).
+
+Model. Tokens are embedded as ``s`` times one-hot vectors of size ``d = 2M`` with
+``s = b^{-1/2}``; the blank is embedded as the zero vector. The query attends over the
+context only, with scores ``x_q^T W_QK x_i``; ``h = sum_i a_i x_i`` and ``logits = W_OV h``.
+``W_QK`` is ``(d, d)``, ``W_OV`` is ``(M, d)``; factorized circuits use ``W_Q^T W_K`` and
+``W_O W_V`` with square inner factors (hidden size ``d``).
+
+The two-dimensional set. With ``V = sum_y e_{q_y} e_{r_y}^T`` and
+``U = sum_{j,y} (delta_jy - 1/M) e_j e_{r_y}^T`` (the centred class map),
+
+    W_QK = (mu_qk / s^2) V,    W_OV = (mu_ov / s) U
+
+give scores ``mu_qk`` on relevant tokens and 0 on blanks, hence ``alpha`` and ``L`` of
+:mod:`qkov.theory`; the population gradient is parallel to ``V`` and ``U`` there, and
+gradient flow with matrix learning rates ``eta_qk, eta_ov`` moves ``(mu_ov, mu_qk)`` exactly
+by the paper's ODE: ``|U|_F^2 = M - 1`` and ``|V|_F^2 = M`` give the constants
+``b (M - 1)`` and ``M b^2``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from . import params as P
+from . import theory
+
+DTYPE = torch.float64
+FACTORS = ("W_Q", "W_K", "W_O", "W_V")
+
+
+@dataclass(frozen=True)
+class StylizedModel:
+    """The data model and architecture for one :class:`qkov.theory.Setting`.
+
+    ``m`` and ``n`` count positions here, so they must be whole numbers.
+    """
+
+    setting: theory.Setting
+
+    def __post_init__(self):
+        for name in ("m", "n"):
+            value = getattr(self.setting, name)
+            if float(value) != int(value):
+                raise P.ParameterError(name, f"the stylized model counts positions: expected "
+                                             f"a whole number, got {value!r}")
+
+    @property
+    def M(self) -> int:
+        return int(self.setting.M)
+
+    @property
+    def d(self) -> int:
+        return 2 * self.M
+
+    @property
+    def s(self) -> float:
+        """Norm of a token embedding: the paper's ``b`` is ``1 / s^2``."""
+        return 1.0 / math.sqrt(self.setting.b)
+
+    # --- data -------------------------------------------------------------------------------
+
+    def embeddings(self) -> torch.Tensor:
+        """(2M + 1, d): rows r_0..r_{M-1}, q_0..q_{M-1}, blank (zero)."""
+        e = torch.zeros(2 * self.M + 1, self.d, dtype=DTYPE)
+        e[: self.d] = self.s * torch.eye(self.d, dtype=DTYPE)
+        return e
+
+    def sequences(self, classes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token ids of the contexts ``(B, m + n)`` and of the queries ``(B,)``."""
+        m, n = int(self.setting.m), int(self.setting.n)
+        blank = 2 * self.M
+        context = torch.cat([classes.unsqueeze(1).expand(-1, m),
+                             torch.full((len(classes), n), blank)], dim=1)
+        return context, classes + self.M
+
+    def all_classes(self) -> torch.Tensor:
+        """One sequence per class: the population, since a class fixes its sequence."""
+        return torch.arange(self.M)
+
+    # --- the two directions -------------------------------------------------------------------
+
+    def direction_qk(self) -> torch.Tensor:
+        """V = sum_y e_{q_y} e_{r_y}^T: (d, d), |V|_F^2 = M."""
+        v = torch.zeros(self.d, self.d, dtype=DTYPE)
+        y = torch.arange(self.M)
+        v[y + self.M, y] = 1.0
+        return v
+
+    def direction_ov(self) -> torch.Tensor:
+        """U = sum_{j,y} (delta_jy - 1/M) e_j e_{r_y}^T: (M, d), |U|_F^2 = M - 1."""
+        u = torch.zeros(self.M, self.d, dtype=DTYPE)
+        u[:, : self.M] = torch.eye(self.M, dtype=DTYPE) - 1.0 / self.M
+        return u
+
+    def on_set(self, mu_ov: float, mu_qk: float) -> dict[str, torch.Tensor]:
+        """Collapsed matrices at the point (mu_ov, mu_qk) of the two-dimensional set."""
+        return {"W_QK": mu_qk / self.s**2 * self.direction_qk(),
+                "W_OV": mu_ov / self.s * self.direction_ov()}
+
+    def factors_on_set(self, ov: tuple[float, float] | None, qk: tuple[float, float] | None):
+        """Factor matrices on the set: ``ov = (a, c)`` gives ``W_O = a U``, ``W_V = c U^T U``
+        (so ``W_OV = a c U``); ``qk = (a, c)`` gives ``W_Q = a V V^T``, ``W_K = c V`` (so
+        ``W_QK = a c V``). ``None`` leaves that circuit out. ``U^T U`` and ``V V^T`` are the
+        projectors onto the row space of ``U`` and the column space of ``V``."""
+        p = {}
+        if ov is not None:
+            u = self.direction_ov()
+            p["W_O"], p["W_V"] = ov[0] * u, ov[1] * (u.T @ u)
+        if qk is not None:
+            v = self.direction_qk()
+            p["W_Q"], p["W_K"] = qk[0] * (v @ v.T), qk[1] * v
+        return p
+
+    def initial_parameters(self, parameterization: str, init_scale: float):
+        """The symmetric start: collapsed circuits at zero, factorized circuits as balanced
+        factors with singular value ``init_scale`` along their direction (a = c)."""
+        qk, ov = theory.circuit_kinds(parameterization)
+        p = self.factors_on_set((init_scale, init_scale) if ov == "factorized" else None,
+                                (init_scale, init_scale) if qk == "factorized" else None)
+        if qk == "collapsed":
+            p["W_QK"] = torch.zeros(self.d, self.d, dtype=DTYPE)
+        if ov == "collapsed":
+            p["W_OV"] = torch.zeros(self.M, self.d, dtype=DTYPE)
+        return p
+
+    def coordinates(self, p: dict[str, torch.Tensor]) -> tuple[float, float]:
+        """(mu_ov, mu_qk): the projections of a model's W_OV, W_QK onto U and V."""
+        w_qk, w_ov = effective(p)
+        u, v = self.direction_ov(), self.direction_qk()
+        mu_ov = self.s * float((w_ov * u).sum()) / (self.M - 1)
+        mu_qk = self.s**2 * float((w_qk * v).sum()) / self.M
+        return mu_ov, mu_qk
+
+    def distance_from_set(self, p: dict[str, torch.Tensor]) -> float:
+        """Relative Frobenius distance of (W_QK, W_OV) from their projections onto (V, U)."""
+        w_qk, w_ov = effective(p)
+        mu_ov, mu_qk = self.coordinates(p)
+        on = self.on_set(mu_ov, mu_qk)
+        off = torch.linalg.norm(w_qk - on["W_QK"])**2 + torch.linalg.norm(w_ov - on["W_OV"])**2
+        size = torch.linalg.norm(w_qk)**2 + torch.linalg.norm(w_ov)**2
+        return float(torch.sqrt(off / size)) if size > 0 else 0.0
+
+    # --- the forward pass ---------------------------------------------------------------------
+
+    def forward(self, p: dict[str, torch.Tensor], classes: torch.Tensor):
+        """(logits (B, M), attention (B, m + n)) on full one-hot sequences."""
+        w_qk, w_ov = effective(p)
+        context, queries = self.sequences(classes)
+        emb = self.embeddings()
+        x, x_q = emb[context], emb[queries]
+        scores = torch.einsum("bd,de,bte->bt", x_q, w_qk, x)
+        attention = torch.softmax(scores, dim=-1)
+        h = torch.einsum("bt,btd->bd", attention, x)
+        return h @ w_ov.T, attention
+
+    def loss(self, p: dict[str, torch.Tensor], classes: torch.Tensor | None = None):
+        """Mean cross-entropy over ``classes`` (default: the population, every class once)."""
+        classes = self.all_classes() if classes is None else classes
+        logits, _ = self.forward(p, classes)
+        return torch.nn.functional.cross_entropy(logits, classes)
+
+    def attention_mass(self, p: dict[str, torch.Tensor]) -> float:
+        """Mean attention on the relevant tokens over the population."""
+        m = int(self.setting.m)
+        _, attention = self.forward(p, self.all_classes())
+        return float(attention[:, :m].sum(-1).mean())
+
+
+def effective(p: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(W_QK, W_OV) of collapsed or factorized parameters."""
+    w_qk = p["W_QK"] if "W_QK" in p else p["W_Q"].T @ p["W_K"]
+    w_ov = p["W_OV"] if "W_OV" in p else p["W_O"] @ p["W_V"]
+    return w_qk, w_ov
+
+
+def gradients(model: StylizedModel, p: dict[str, torch.Tensor], classes=None):
+    """Gradients of the loss with respect to every parameter (autograd)."""
+    leaves = {k: v.detach().clone().requires_grad_(True) for k, v in p.items()}
+    value = model.loss(leaves, classes)
+    grads = torch.autograd.grad(value, list(leaves.values()))
+    return float(value.detach()), dict(zip(leaves, grads))
+
+
+def circuit_of(name: str) -> str:
+    return "qk" if name in ("W_QK", "W_Q", "W_K") else "ov"
+
+
+@dataclass
+class Descent:
+    """A gradient-descent run of the full matrices, recorded at every step.
+
+    ``t`` is the time of gradient flow that the steps approximate (the sum of step sizes);
+    ``mu_ov``, ``mu_qk`` are the projections onto U and V, ``loss`` and ``alpha`` are
+    population values, ``distance`` is the relative distance of (W_QK, W_OV) from the set.
+    """
+
+    parameterization: str
+    eta_ov: float
+    eta_qk: float
+    batch_size: int | None
+    t: np.ndarray
+    mu_ov: np.ndarray
+    mu_qk: np.ndarray
+    loss: np.ndarray
+    alpha: np.ndarray
+    distance: np.ndarray
+    params: dict
+
+    def at_loss(self, level: float) -> dict[str, float]:
+        """The state where the population loss first falls to ``level`` (linear interpolation
+        between the two steps around it)."""
+        below = np.flatnonzero(self.loss <= level)
+        if len(below) == 0 or below[0] == 0:
+            raise ValueError(f"the run never crossed loss {level:g} after its start")
+        k = below[0]
+        w = (self.loss[k - 1] - level) / (self.loss[k - 1] - self.loss[k])
+        return {name: float((1 - w) * getattr(self, name)[k - 1] + w * getattr(self, name)[k])
+                for name in ("t", "mu_ov", "mu_qk", "alpha")}
+
+
+def descend(model: StylizedModel, parameterization: str, eta_ov: float, eta_qk: float,
+            target_loss: float, init_scale: float = 0.0, step_fraction: float = 1e-3,
+            first_time: float = 1e3, max_step: float = math.inf, batch_size: int | None = None,
+            seed: int = 0, max_steps: int = 200_000) -> Descent:
+    """Gradient descent on the full matrices until the population loss reaches ``target_loss``.
+
+    The update of a circuit's matrices is ``- h eta grad``, with the step ``h`` growing with
+    the flow time, ``h <= step_fraction * max(t, first_time)`` (and ``h <= max_step``): the
+    reduced dynamics slow down like log t, so the relative discretisation error stays near
+    ``step_fraction`` with a few thousand steps per decade. Factors (``W_Q, W_K, W_O, W_V``)
+    grow exponentially from a small start, so ``h`` also keeps their relative change per step
+    at most ``step_fraction``.
+    ``batch_size=None`` uses the population (every class once); otherwise each step draws
+    ``batch_size`` classes uniformly with replacement (stochastic gradient descent).
+    """
+    theory.check_loss_threshold("target_loss", target_loss, model.setting)
+    p = model.initial_parameters(parameterization, init_scale)
+    eta = {"qk": P.number("eta_qk", eta_qk, above=0), "ov": P.number("eta_ov", eta_ov, above=0)}
+    generator = torch.Generator().manual_seed(seed)
+    record = {k: [] for k in ("t", "mu_ov", "mu_qk", "loss", "alpha", "distance")}
+    t = 0.0
+    for _ in range(max_steps):
+        classes = (None if batch_size is None
+                   else torch.randint(model.M, (batch_size,), generator=generator))
+        value, grads = gradients(model, p, classes)
+        with torch.no_grad():
+            population = value if batch_size is None else float(model.loss(p))
+            mu_ov, mu_qk = model.coordinates(p)
+            for key, x in zip(record, (t, mu_ov, mu_qk, population, model.attention_mass(p),
+                                       model.distance_from_set(p))):
+                record[key].append(x)
+            if population <= target_loss:
+                break
+            moves = {k: eta[circuit_of(k)] * g for k, g in grads.items()}
+            h = min(max_step, step_fraction * min(
+                [max(t, first_time)] + [float(torch.linalg.norm(p[k]) / torch.linalg.norm(v))
+                                        for k, v in moves.items()
+                                        if k in FACTORS and torch.any(v != 0)]))
+            p = {k: w - h * moves[k] for k, w in p.items()}
+            t += h
+    else:
+        raise RuntimeError(f"gradient descent ({parameterization}, eta_qk={eta_qk:g}) did not "
+                           f"reach loss {target_loss:g} in {max_steps} steps")
+    return Descent(parameterization, eta_ov, eta_qk, batch_size,
+                   **{k: np.array(v) for k, v in record.items()}, params=p)
