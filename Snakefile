@@ -32,6 +32,9 @@ rule all:
         figure_outputs("paper-fig2", ["figure-std.png", "figure-std.pdf", "figure-std.svg",
                                       "heatmaps.csv"]),
         figure_outputs("paper-fig3", ["curves.csv"]),
+        figure_outputs("theory-reduction", ["curves.csv"]),
+        figure_outputs("theory-rescaling", ["curves.csv"]),
+        figure_outputs("theory-ratio-sweep"),
 
 
 rule paper_fig4:
@@ -69,6 +72,47 @@ rule paper_fig3:
         figure_outputs("paper-fig3", ["curves.csv"]),
     log:
         "artifacts/logs/paper-fig3.log",
+    threads: 2
+    shell:
+        RUN_NOTEBOOK
+
+
+rule theory_reduction:
+    input:
+        notebook="notebooks/theory-reduction.ipynb",
+        library=LIBRARY,
+    output:
+        figure_outputs("theory-reduction", ["curves.csv"]),
+    log:
+        "artifacts/logs/theory-reduction.log",
+    threads: 1
+    shell:
+        RUN_NOTEBOOK
+
+
+# Compares the reduced model with the trained Fig. 2 models: reads paper-fig2's summary.
+rule theory_rescaling:
+    input:
+        notebook="notebooks/theory-rescaling.ipynb",
+        library=LIBRARY,
+        fig2="artifacts/paper-fig2/summary.json",
+    output:
+        figure_outputs("theory-rescaling", ["curves.csv"]),
+    log:
+        "artifacts/logs/theory-rescaling.log",
+    threads: 1
+    shell:
+        RUN_NOTEBOOK
+
+
+rule theory_ratio_sweep:
+    input:
+        notebook="notebooks/theory-ratio-sweep.ipynb",
+        library=LIBRARY,
+    output:
+        figure_outputs("theory-ratio-sweep"),
+    log:
+        "artifacts/logs/theory-ratio-sweep.log",
     threads: 2
     shell:
         RUN_NOTEBOOK

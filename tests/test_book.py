@@ -18,7 +18,10 @@ from conftest import REPO
 FIGURES = {"paper-fig2": "notebooks/paper-fig2.html",
            "paper-fig2-std": "notebooks/paper-fig2.html",
            "paper-fig3": "notebooks/paper-fig3.html",
-           "paper-fig4": "notebooks/paper-fig4.html"}
+           "paper-fig4": "notebooks/paper-fig4.html",
+           "theory-reduction": "notebooks/theory-reduction.html",
+           "theory-rescaling": "notebooks/theory-rescaling.html",
+           "theory-ratio-sweep": "notebooks/theory-ratio-sweep.html"}
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -74,14 +77,19 @@ def test_figures_have_label_number_and_caption(html, figure_id, page):
     figure = match.group(1)
     assert re.search(r"Fig\. \d+(\.\d+)*", figure), "the figure has no number"
     assert re.search(r"paper Fig\. \d", figure), "the caption must name the paper figure"
+    if figure_id.startswith("theory-"):
+        assert "companion" in figure, "a theory figure must say it is the companion's work"
     src = re.search(r'<img[^>]*src="([^"]+)"', figure).group(1)
     assert (html / page).parent.joinpath(src).resolve().stat().st_size > 10_000
 
 
-def test_chapter_cites_the_figure_by_number(html):
-    text = (html / "book" / "paper-fig4.html").read_text()
-    assert re.search(r'href="../notebooks/paper-fig4.html#paper-fig4"[^>]*>.*?Fig\. \d', text,
-                     re.S)
+@pytest.mark.parametrize("chapter, figure_id", [
+    ("paper-fig4", "paper-fig4"), ("theory", "theory-reduction"), ("theory", "theory-rescaling"),
+    ("theory", "theory-ratio-sweep")])
+def test_chapter_cites_the_figure_by_number(html, chapter, figure_id):
+    text = (html / "book" / f"{chapter}.html").read_text()
+    assert re.search(rf'href="../notebooks/{figure_id}.html#{figure_id}"[^>]*>.*?Fig\. \d',
+                     text, re.S)
 
 
 def test_bibliography_and_citation_page(html):
@@ -108,8 +116,9 @@ def rendered_dom(page: Path, tmp_path: Path) -> str:
     return result.stdout
 
 
-def test_math_renders_offline_in_a_browser(html, tmp_path):
-    page = html / "book" / "paper-fig4.html"
+@pytest.mark.parametrize("chapter", ["paper-fig4", "theory"])
+def test_math_renders_offline_in_a_browser(html, tmp_path, chapter):
+    page = html / "book" / f"{chapter}.html"
     static = page.read_text()
     expected = len(re.findall(r'class="math[ "]', static))
     assert expected >= 10

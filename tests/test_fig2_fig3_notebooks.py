@@ -22,7 +22,8 @@ def test_fig2_notebook_writes_its_artifacts(run_tool, tmp_path):
     rows = summary["rows"]
     assert len(rows) == 8 * 5
     assert set(rows[0]) == {"panel", "bin_lo", "bin_hi", "pct_mean", "pct_std",
-                            "final_loss", "accuracy"}
+                            "final_loss", "accuracy", "attention_mean", "attention_mean_std"}
+    assert all(0 <= r["attention_mean"] <= 1 for r in rows)
     for key in {r["panel"] for r in rows}:
         assert sum(r["pct_mean"] for r in rows if r["panel"] == key) == pytest.approx(100)
     assert len((out / "heatmaps.csv").read_text().splitlines()) == 8 * 25 + 1

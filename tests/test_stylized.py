@@ -1,6 +1,5 @@
 """The stylized full-matrix model and the identities the theory chapter states about it."""
 
-import math
 
 import numpy as np
 import pytest
@@ -18,8 +17,8 @@ POINTS = [(0.0, 0.0), (3.0, 0.5), (40.0, 2.0), (80.0, -1.0), (12.0, 6.0)]
 def test_directions_have_the_norms_that_give_the_odes_constants():
     for model in (PAPER, SMALL):
         M = model.M
-        assert float((model.direction_ov() ** 2).sum()) == pytest.approx(M - 1, rel=1e-14)
-        assert float((model.direction_qk() ** 2).sum()) == pytest.approx(M, rel=1e-14)
+        assert float((model.direction_ov ** 2).sum()) == pytest.approx(M - 1, rel=1e-14)
+        assert float((model.direction_qk ** 2).sum()) == pytest.approx(M, rel=1e-14)
         assert model.s**-2 == pytest.approx(model.setting.b, rel=1e-14)
 
 
@@ -39,7 +38,7 @@ def test_full_matrix_gradients_are_the_odes_right_hand_sides(model):
     """Autograd on W_QK, W_OV: the gradient is parallel to (V, U) and -eta grad, read in the
     coordinates (mu_ov, mu_qk), is the paper's right-hand side."""
     eta_ov, eta_qk = 0.7, 3.0
-    u, v = model.direction_ov(), model.direction_qk()
+    u, v = model.direction_ov, model.direction_qk
     # rel 1e-6: where the loss is ~1e-8, softmax probabilities next to 1 carry ~8 digits;
     # points with a smaller loss carry too few to compare.
     for mu_ov, mu_qk in POINTS:
@@ -96,7 +95,6 @@ def test_factor_imbalances_are_conserved_under_small_step_descent():
     W_Q W_Q^T - W_K W_K^T) is constant under gradient flow: relative drift < 1e-3."""
     p = random_factors(SMALL, 0)
     start = conserved(p)
-    moved = 0.0
     for _ in range(400):
         _, g = S.gradients(SMALL, p)
         p = {k: w - 1e-3 * g[k] for k, w in p.items()}

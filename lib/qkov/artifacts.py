@@ -42,13 +42,15 @@ def figure_dir(figure_id: str, artifacts_dir: str | os.PathLike | None = None) -
     set (the tests point it at a temporary folder), else ``<repo>/artifacts/<figure-id>`` -
     the same place whether the notebook runs from the repo root or from ``notebooks/``.
     """
-    if artifacts_dir is not None:
-        path = Path(artifacts_dir)
-    else:
-        root = os.environ.get(ARTIFACTS_ENV)
-        path = (Path(root) if root else repo_root() / "artifacts") / figure_id
+    path = Path(artifacts_dir) if artifacts_dir is not None else default_dir(figure_id)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def default_dir(figure_id: str) -> Path:
+    """Where ``figure_id``'s outputs go by default (see :func:`figure_dir`); not created."""
+    root = os.environ.get(ARTIFACTS_ENV)
+    return (Path(root) if root else repo_root() / "artifacts") / figure_id
 
 
 def write_atomic(path: Path, data: bytes) -> None:

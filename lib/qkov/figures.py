@@ -204,3 +204,118 @@ def fixed_attention_curves(curves):
             axes[1, col].set_xlabel("epoch")
         axes[0, 0].legend(title="fixed attention")
     return fig
+
+
+# --- the theory chapter ------------------------------------------------------------------------
+
+PARAMETERIZATION_COLORS = {"FAFO": "#d95f02", "FACO": "#1b9e77", "CAFO": "#7570b3",
+                           "CACO": "#444444"}
+_QUANTITIES = (("mu_ov", r"$\mu_{OV}$"), ("mu_qk", r"$\mu_{QK}$"), ("loss", "loss $L$"),
+               ("alpha", r"attention mass $\alpha$"))
+
+
+def _curve(rows, key, **match):
+    picked = [row for row in rows if all(row[k] == v for k, v in match.items())]
+    return np.array([row["tau"] for row in picked]), np.array([row[key] for row in picked])
+
+
+def reduction_overlay(curves):
+    """theory-reduction: full-matrix gradient descent of the stylized model on the ODE.
+
+    ``curves``: the rows of :func:`qkov.theory_runs.reduction_curves`. Per ratio r (colour):
+    the ODE solution (line), full-batch descent (circles) and minibatch descent (dashed),
+    against normalised time.
+    """
+    from matplotlib.lines import Line2D
+
+    ratios = list(dict.fromkeys(row["r"] for row in curves))
+    colors = ratio_colors(ratios)
+    styles = {"ODE": dict(ls="-"), "full batch": dict(marker="o", mfc="none", ls="none", ms=5),
+              "minibatch": dict(ls="--", lw=1.0)}
+    with house_style():
+        fig = new_figure(figsize=(13, 3.6))
+        axes = fig.subplots(1, 4)
+        for r, color in zip(ratios, colors):
+            for source, style in styles.items():
+                for ax, (key, _) in zip(axes, _QUANTITIES):
+                    ax.plot(*_curve(curves, key, r=r, source=source), color=color, **style)
+        for ax, (key, label), letter in zip(axes, _QUANTITIES, "abcd"):
+            ax.set_xscale("log")
+            ax.set_xlabel(r"normalised time $\min(\eta_{OV}, \eta_{QK})\, t$")
+            ax.set_title(f"({letter}) {label}")
+        axes[2].set_yscale("log")
+        axes[3].set_ylim(0, 1.02)
+        handles = [Line2D([], [], color=c, label=ratio_label(r)) for r, c in zip(ratios, colors)]
+        handles += [Line2D([], [], color="k", label=name if name != "ODE" else "reduced ODE",
+                           **{k: v for k, v in style.items() if k != "ls" or v != "-"})
+                    for name, style in styles.items()]
+        axes[0].legend(handles=handles, loc="upper left", fontsize=8)
+    return fig
+
+
+def rescaling_panels(trajectories, rows, curves):
+    """theory-rescaling: (a) r_eff(t) per parameterization (``curves``: the rows of
+    :func:`qkov.theory_runs.rescaling_curves`), (b) alpha at each loss threshold, (c) the
+    predicted alpha at the matched loss next to the measured Fig. 2 attention mass."""
+    with house_style():
+        fig = new_figure(figsize=(13, 3.9))
+        axes = fig.subplots(1, 3)
+        for name, tr in trajectories.items():
+            color = PARAMETERIZATION_COLORS[name]
+            axes[0].plot(*_curve(curves, "r_eff", parameterization=name), color=color,
+                         label=name)
+            levels = np.array(sorted(tr.crossings, reverse=True))
+            axes[1].plot(levels, [tr.crossings[x]["alpha"] for x in levels], color=color,
+                         label=name)
+        axes[0].set_xscale("log")
+        axes[0].set_yscale("log")
+        axes[0].set_xlabel(r"normalised time $\min(\eta_{OV}, \eta_{QK})\, t$")
+        axes[0].set_title(r"(a) effective ratio $r_{\mathrm{eff}}(t)$")
+        axes[0].legend(fontsize=8)
+        axes[1].set_xscale("log")
+        axes[1].invert_xaxis()
+        axes[1].set_ylim(0, 1.02)
+        axes[1].set_xlabel("loss threshold")
+        axes[1].set_title(r"(b) reduced model: $\alpha$ when the loss first reaches it")
+
+        names = [row["parameterization"] for row in rows]
+        x = np.arange(len(names))
+        axes[2].bar(x - 0.2, [row["alpha_at_loss"] for row in rows], 0.4,
+                    color=[PARAMETERIZATION_COLORS[n] for n in names],
+                    label=rf"predicted $\alpha$ at $L = {rows[0]['matched_loss']:g}$")
+        axes[2].bar(x + 0.2, [row["measured_attention_mean"] for row in rows], 0.4,
+                    yerr=[row["measured_attention_mean_std"] for row in rows], capsize=3,
+                    color="white", edgecolor=[PARAMETERIZATION_COLORS[n] for n in names],
+                    hatch="//", label="measured, paper-fig2 (mean over seeds)")
+        axes[2].set_xticks(x, names)
+        axes[2].set_ylim(0, 1.32)  # room for the legend above the bars
+        axes[2].set_yticks(np.linspace(0, 1, 6))
+        axes[2].set_title("(c) sharpness: prediction and Fig. 2 training")
+        axes[2].set_ylabel("attention on relevant tokens")
+        axes[2].legend(fontsize=8, loc="upper left")
+    return fig
+
+
+def ratio_sweep(rows, closed_form_curve):
+    """theory-ratio-sweep: attention at a matched loss against r = eta_QK / eta_OV."""
+    r = np.array([row["r"] for row in rows])
+    with house_style():
+        fig = new_figure(figsize=(7.5, 4.6))
+        ax = fig.subplots()
+        ax.plot(closed_form_curve["r"], closed_form_curve["alpha"], color="k",
+                label=r"closed form: $\alpha$ (stylized setting)")
+        ax.plot(r, [row["alpha_stylized"] for row in rows], "o", mfc="none", color="k", ms=7,
+                label="stylized model, full-matrix descent")
+        ax.errorbar(r, [row["task_informative_mean"] for row in rows],
+                    yerr=[row["task_informative_std"] for row in rows], fmt="^-", capsize=3,
+                    color="#1b9e77", label="task: on distinct + query tokens")
+        ax.errorbar(r, [row["task_distinct_mean"] for row in rows],
+                    yerr=[row["task_distinct_std"] for row in rows], fmt="s--", capsize=3,
+                    color="#d95f02", label="task: on distinct tokens only")
+        ax.set_xscale("log")
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel(r"$r = \eta_{QK} / \eta_{OV}$")
+        ax.set_ylabel("attention mass at the matched loss")
+        ax.set_title(f"attention at loss {rows[0]['matched_loss']:g} against the learning-rate ratio")
+        ax.legend(fontsize=8, loc="upper left")
+    return fig

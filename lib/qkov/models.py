@@ -27,7 +27,7 @@ import torch
 
 from . import tasks
 # The four names and their circuits are shared with the reduced dynamics of qkov.theory.
-from .theory import PARAMETERIZATIONS, check_parameterization
+from .theory import PARAMETERIZATIONS, check_parameterization  # noqa: F401 (re-exported)
 from .theory import circuit_kinds as circuits
 
 FIXED_ATTENTION = "fixed"  # the QK "circuit" of a fixed-attention model

@@ -95,17 +95,14 @@ FIG2_PARAMETERS = ("seeds", "epochs_scale", "eval_batches", "workers", "progress
 
 
 def validate_fig2(p: dict) -> dict:
-    seeds = P.number_list("seeds", p["seeds"])
-    if any(s != int(s) or s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        raise P.ParameterError("seeds", f"expected distinct non-negative integers, got {p['seeds']!r}")
     return {
-        "seeds": [int(s) for s in seeds],
+        "seeds": P.seed_list("seeds", p["seeds"]),
         "epochs_scale": P.number("epochs_scale", p["epochs_scale"], above=0, below=1 + 1e-12),
-        **_run_options(p),
+        **run_options(p),
     }
 
 
-def _run_options(p: dict) -> dict:
+def run_options(p: dict) -> dict:
     """The parameters every training notebook shares: evaluation size and how to run."""
     return {
         "eval_batches": P.integer("eval_batches", p["eval_batches"], 1),
@@ -125,6 +122,7 @@ class PanelSummary:
     eval_losses: list[float]  # held-out loss, per seed
     accuracies: list[float]  # held-out accuracy, per seed
     epochs_run: list[int]
+    mean_attentions: list[float]  # mean held-out attention mass on distinct tokens, per seed
 
     @property
     def heatmap_mean(self) -> np.ndarray:
@@ -152,13 +150,14 @@ def fig2_summaries(results, eval_batches: int) -> list[PanelSummary]:
         summaries.append(PanelSummary(
             panel, [e.heatmap() for e in evaluations], [r.final_loss for r in mine],
             [e.loss for e in evaluations], [e.accuracy for e in evaluations],
-            [r.epochs_run for r in mine]))
+            [r.epochs_run for r in mine], [float(e.attention.mean()) for e in evaluations]))
     return summaries
 
 
 def fig2_rows(summaries: list[PanelSummary]) -> list[dict]:
     """summary.json rows: per panel x attention bin, the % of held-out sequences (mean and
-    std over seeds), with the panel's mean final training loss and held-out accuracy."""
+    std over seeds), with the panel's mean final training loss, held-out accuracy and mean
+    attention mass on distinct tokens (mean and std over seeds)."""
     rows = []
     for s in summaries:
         mean, std = s.attention_marginal()
@@ -170,6 +169,8 @@ def fig2_rows(summaries: list[PanelSummary]) -> list[dict]:
                 "pct_mean": float(mean[j]), "pct_std": float(std[j]),
                 "final_loss": float(np.mean(s.final_losses)),
                 "accuracy": float(np.mean(s.accuracies)),
+                "attention_mean": float(np.mean(s.mean_attentions)),
+                "attention_mean_std": float(np.std(s.mean_attentions)),
             })
     return rows
 
@@ -202,7 +203,7 @@ def validate_fig3(p: dict) -> dict:
         "seed": seed,
         "lr": P.number("lr", p["lr"], above=0),
         "d": P.number("d", p["d"], above=0, below=0.5),
-        **_run_options(p),
+        **run_options(p),
     }
 
 

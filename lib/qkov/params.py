@@ -116,6 +116,14 @@ def number_list(
     return checked
 
 
+def seed_list(name: str, value: Any) -> list[int]:
+    """A non-empty list of distinct non-negative integer seeds."""
+    seeds = number_list(name, value)
+    if any(s != int(s) or s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise ParameterError(name, f"expected distinct non-negative integers, got {value!r}")
+    return [int(s) for s in seeds]
+
+
 def boolean(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise ParameterError(name, f"expected True or False, got {value!r}")

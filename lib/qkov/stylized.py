@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -72,6 +73,7 @@ class StylizedModel:
 
     # --- data -------------------------------------------------------------------------------
 
+    @cached_property
     def embeddings(self) -> torch.Tensor:
         """(2M + 1, d): rows r_0..r_{M-1}, q_0..q_{M-1}, blank (zero)."""
         e = torch.zeros(2 * self.M + 1, self.d, dtype=DTYPE)
@@ -92,6 +94,7 @@ class StylizedModel:
 
     # --- the two directions -------------------------------------------------------------------
 
+    @cached_property
     def direction_qk(self) -> torch.Tensor:
         """V = sum_y e_{q_y} e_{r_y}^T: (d, d), |V|_F^2 = M."""
         v = torch.zeros(self.d, self.d, dtype=DTYPE)
@@ -99,6 +102,7 @@ class StylizedModel:
         v[y + self.M, y] = 1.0
         return v
 
+    @cached_property
     def direction_ov(self) -> torch.Tensor:
         """U = sum_{j,y} (delta_jy - 1/M) e_j e_{r_y}^T: (M, d), |U|_F^2 = M - 1."""
         u = torch.zeros(self.M, self.d, dtype=DTYPE)
@@ -107,8 +111,8 @@ class StylizedModel:
 
     def on_set(self, mu_ov: float, mu_qk: float) -> dict[str, torch.Tensor]:
         """Collapsed matrices at the point (mu_ov, mu_qk) of the two-dimensional set."""
-        return {"W_QK": mu_qk / self.s**2 * self.direction_qk(),
-                "W_OV": mu_ov / self.s * self.direction_ov()}
+        return {"W_QK": mu_qk / self.s**2 * self.direction_qk,
+                "W_OV": mu_ov / self.s * self.direction_ov}
 
     def factors_on_set(self, ov: tuple[float, float] | None, qk: tuple[float, float] | None):
         """Factor matrices on the set: ``ov = (a, c)`` gives ``W_O = a U``, ``W_V = c U^T U``
@@ -117,10 +121,10 @@ class StylizedModel:
         projectors onto the row space of ``U`` and the column space of ``V``."""
         p = {}
         if ov is not None:
-            u = self.direction_ov()
+            u = self.direction_ov
             p["W_O"], p["W_V"] = ov[0] * u, ov[1] * (u.T @ u)
         if qk is not None:
-            v = self.direction_qk()
+            v = self.direction_qk
             p["W_Q"], p["W_K"] = qk[0] * (v @ v.T), qk[1] * v
         return p
 
@@ -139,7 +143,7 @@ class StylizedModel:
     def coordinates(self, p: dict[str, torch.Tensor]) -> tuple[float, float]:
         """(mu_ov, mu_qk): the projections of a model's W_OV, W_QK onto U and V."""
         w_qk, w_ov = effective(p)
-        u, v = self.direction_ov(), self.direction_qk()
+        u, v = self.direction_ov, self.direction_qk
         mu_ov = self.s * float((w_ov * u).sum()) / (self.M - 1)
         mu_qk = self.s**2 * float((w_qk * v).sum()) / self.M
         return mu_ov, mu_qk
@@ -159,24 +163,27 @@ class StylizedModel:
         """(logits (B, M), attention (B, m + n)) on full one-hot sequences."""
         w_qk, w_ov = effective(p)
         context, queries = self.sequences(classes)
-        emb = self.embeddings()
+        emb = self.embeddings
         x, x_q = emb[context], emb[queries]
-        scores = torch.einsum("bd,de,bte->bt", x_q, w_qk, x)
+        scores = (x @ (x_q @ w_qk).unsqueeze(-1)).squeeze(-1)  # x_q^T W_QK x_i
         attention = torch.softmax(scores, dim=-1)
-        h = torch.einsum("bt,btd->bd", attention, x)
+        h = (attention.unsqueeze(1) @ x).squeeze(1)
         return h @ w_ov.T, attention
 
     def loss(self, p: dict[str, torch.Tensor], classes: torch.Tensor | None = None):
         """Mean cross-entropy over ``classes`` (default: the population, every class once)."""
+        return self.loss_and_attention(p, classes)[0]
+
+    def loss_and_attention(self, p, classes: torch.Tensor | None = None):
+        """(mean cross-entropy, mean attention mass on the relevant tokens) over ``classes``."""
         classes = self.all_classes() if classes is None else classes
-        logits, _ = self.forward(p, classes)
-        return torch.nn.functional.cross_entropy(logits, classes)
+        logits, attention = self.forward(p, classes)
+        mass = attention[:, : int(self.setting.m)].sum(-1).mean()
+        return torch.nn.functional.cross_entropy(logits, classes), mass
 
     def attention_mass(self, p: dict[str, torch.Tensor]) -> float:
         """Mean attention on the relevant tokens over the population."""
-        m = int(self.setting.m)
-        _, attention = self.forward(p, self.all_classes())
-        return float(attention[:, :m].sum(-1).mean())
+        return float(self.loss_and_attention(p)[1])
 
 
 def effective(p: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -188,10 +195,15 @@ def effective(p: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
 
 def gradients(model: StylizedModel, p: dict[str, torch.Tensor], classes=None):
     """Gradients of the loss with respect to every parameter (autograd)."""
+    return _loss_mass_gradients(model, p, classes)[::2]
+
+
+def _loss_mass_gradients(model: StylizedModel, p, classes=None):
+    """(loss, attention mass, gradients) from one forward and one backward pass."""
     leaves = {k: v.detach().clone().requires_grad_(True) for k, v in p.items()}
-    value = model.loss(leaves, classes)
+    value, mass = model.loss_and_attention(leaves, classes)
     grads = torch.autograd.grad(value, list(leaves.values()))
-    return float(value.detach()), dict(zip(leaves, grads))
+    return float(value.detach()), float(mass.detach()), dict(zip(leaves, grads))
 
 
 def circuit_of(name: str) -> str:
@@ -255,14 +267,15 @@ def descend(model: StylizedModel, parameterization: str, eta_ov: float, eta_qk: 
     for _ in range(max_steps):
         classes = (None if batch_size is None
                    else torch.randint(model.M, (batch_size,), generator=generator))
-        value, grads = gradients(model, p, classes)
+        value, mass, grads = _loss_mass_gradients(model, p, classes)
         with torch.no_grad():
-            population = value if batch_size is None else float(model.loss(p))
+            if batch_size is not None:  # record population values, not the batch's
+                value, mass = map(float, model.loss_and_attention(p))
             mu_ov, mu_qk = model.coordinates(p)
-            for key, x in zip(record, (t, mu_ov, mu_qk, population, model.attention_mass(p),
+            for key, x in zip(record, (t, mu_ov, mu_qk, value, mass,
                                        model.distance_from_set(p))):
                 record[key].append(x)
-            if population <= target_loss:
+            if value <= target_loss:
                 break
             moves = {k: eta[circuit_of(k)] * g for k, g in grads.items()}
             h = min(max_step, step_fraction * min(

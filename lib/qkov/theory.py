@@ -136,12 +136,17 @@ def rate_multipliers(mu_ov, mu_qk, setting: Setting, parameterization: str, offs
     return k_ov, k_qk
 
 
-def initial_state(setting: Setting, parameterization: str, init_scale: float):
-    """(mu_ov, mu_qk) at the symmetric start: collapsed circuits at 0, factorized circuits as
-    balanced factors of singular value ``init_scale`` (so ``w = init_scale^2``)."""
+def initial_state(setting: Setting, parameterization: str, init_scale: float,
+                  offsets=(0.0, 0.0)):
+    """(mu_ov, mu_qk) at the symmetric start: collapsed circuits at 0, factorized circuits at
+    ``w = init_scale^2`` (balanced factors of singular value ``init_scale`` when the offset is
+    0). Factors with ``w = 0`` and no offset sit on a saddle and never move."""
     qk, ov = circuit_kinds(parameterization)
-    if "factorized" in (qk, ov):
-        P.number("init_scale", init_scale, above=0)  # zero factors sit on a saddle: no motion
+    P.number("init_scale", init_scale, above=-1e-300)
+    for kind, offset, name in ((ov, offsets[0], "OV"), (qk, offsets[1], "QK")):
+        if kind == "factorized" and init_scale == 0 and offset == 0:
+            raise P.ParameterError("init_scale", f"the factorized {name} circuit needs a "
+                                   "positive init_scale or offset: zero factors never move")
     start = {"factorized": init_scale**2, "collapsed": 0.0}
     return (start[ov] / matrix_scale(setting, "ov"), start[qk] / matrix_scale(setting, "qk"))
 
@@ -249,6 +254,7 @@ class Trajectory:
     crossings: dict[float, dict[str, float]] = field(default_factory=dict)
     _dense: object = field(default=None, repr=False)
     parameterization: str = "CACO"
+    offsets: tuple[float, float] = (0.0, 0.0)
 
     @property
     def r(self) -> float:
@@ -274,7 +280,7 @@ class Trajectory:
     def r_eff(self) -> np.ndarray:
         """eta_qk,eff / eta_ov,eff along the trajectory (``r`` when both are collapsed)."""
         k_ov, k_qk = rate_multipliers(self.mu_ov, self.mu_qk, self.setting,
-                                      self.parameterization)
+                                      self.parameterization, self.offsets)
         return self.eta_qk * k_qk / (self.eta_ov * k_ov)
 
     def sample(self, tau) -> dict[str, np.ndarray]:
@@ -302,11 +308,13 @@ def integrate_until(
     atol: float = 1e-13,
     parameterization: str = "CACO",
     init_scale: float = 0.0,
+    offsets: tuple[float, float] = (0.0, 0.0),
 ) -> Trajectory:
     """Integrate the reduced ODE from mu = 0 until the loss first reaches ``target_loss``.
 
     ``parameterization`` other than CACO multiplies each factorized circuit's rate by
-    :func:`factor_rate` (balanced factors, started at singular value ``init_scale``).
+    :func:`factor_rate`: factors start at ``w = init_scale^2`` with conserved imbalances
+    ``offsets`` (OV, QK; 0 for balanced factors).
 
     The loss decreases monotonically along the flow (it is preconditioned gradient flow), so
     each threshold is crossed exactly once; each is an event of the solver, and the target is
@@ -324,7 +332,8 @@ def integrate_until(
             f"every threshold must be >= target_loss={target_loss:g}, got {thresholds[-1]:g}",
         )
 
-    start = initial_state(setting, parameterization, init_scale)
+    offsets = tuple(P.number("offsets", x, above=-1e-300) for x in offsets)
+    start = initial_state(setting, parameterization, init_scale, offsets)
     factorized = parameterization != "CACO"
     if factorized:  # the state starts as small as init_scale**2: keep its digits
         atol = min([atol, *(1e-6 * x for x in start if x > 0)])
@@ -332,7 +341,7 @@ def integrate_until(
     def fun(_t, y):
         d_ov, d_qk = rhs(y[0], y[1], setting, eta_ov, eta_qk)
         if factorized:
-            k_ov, k_qk = rate_multipliers(y[0], y[1], setting, parameterization)
+            k_ov, k_qk = rate_multipliers(y[0], y[1], setting, parameterization, offsets)
             d_ov, d_qk = d_ov * k_ov, d_qk * k_qk
         return np.array([d_ov, d_qk])
 
@@ -371,7 +380,7 @@ def integrate_until(
         }
     return Trajectory(
         setting, eta_ov, eta_qk, target_loss, sol.t, sol.y[0], sol.y[1], crossings,
-        _dense=sol.sol, parameterization=parameterization,
+        _dense=sol.sol, parameterization=parameterization, offsets=offsets,
     )
 
 

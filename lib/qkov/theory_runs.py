@@ -1,0 +1,352 @@
+"""The computations behind the theory chapter's three figures (the companion's own work).
+
+theory-reduction: full-matrix gradient descent on the stylized model against the ODE.
+theory-rescaling: the reduced dynamics of FAFO, FACO, CAFO, CACO, their effective ratio
+    r_eff(t), and the ordering of attention sharpness it predicts against measured Fig. 2.
+theory-ratio-sweep: attention at a matched loss against r, from the closed form, the
+    stylized model and training on the synthetic task.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import artifacts, metrics, models, paper, tasks, theory, train
+from . import params as P
+from .stylized import Descent, StylizedModel, descend
+
+SETTING_PARAMETERS = ("m", "n", "b", "M")
+
+
+def _model(p: dict) -> StylizedModel:
+    return StylizedModel(theory.Setting(m=p["m"], n=p["n"], b=p["b"], M=p["M"]))
+
+
+def relative_errors(run: Descent, ode: theory.Trajectory) -> dict[str, float]:
+    """How far a descent is from the ODE at the same flow times.
+
+    mu_ov and mu_qk start at 0, so their error is relative to their largest value (sup norm);
+    alpha and the loss never vanish, so theirs is pointwise relative.
+    """
+    s = ode.sample(np.minimum(run.t * ode.time_scale, ode.tau[-1]))
+    errors = {f"err_{k}": float(np.max(np.abs(getattr(run, k) - s[k])) / np.max(np.abs(s[k])))
+              for k in ("mu_ov", "mu_qk")}
+    errors.update({f"err_{k}": float(np.max(np.abs(getattr(run, k) / s[k] - 1)))
+                   for k in ("alpha", "loss")})
+    return errors
+
+
+# --- theory-reduction ------------------------------------------------------------------------
+
+REDUCTION_PARAMETERS = (*SETTING_PARAMETERS, "eta_ov", "ratios", "target_loss", "step_fraction",
+                        "batch_size", "seed", "artifacts_dir")
+
+
+def validate_reduction(p: dict) -> dict:
+    model = _model(p)
+    return {
+        "model": model,
+        "eta_ov": P.number("eta_ov", p["eta_ov"], above=0),
+        "ratios": P.number_list("ratios", p["ratios"], above=0),
+        "target_loss": theory.check_loss_threshold("target_loss", p["target_loss"],
+                                                   model.setting),
+        "step_fraction": P.number("step_fraction", p["step_fraction"], above=0, below=0.1),
+        "batch_size": P.integer("batch_size", p["batch_size"], 1),
+        "seed": P.integer("seed", p["seed"], 0),
+        "artifacts_dir": P.optional_path("artifacts_dir", p["artifacts_dir"]),
+    }
+
+
+@dataclass
+class ReductionRun:
+    """One ratio r: the ODE, full-batch descent and minibatch descent of the full matrices."""
+
+    r: float
+    ode: theory.Trajectory
+    full: Descent
+    minibatch: Descent
+
+
+def reduction_runs(p: dict) -> list[ReductionRun]:
+    model, runs = p["model"], []
+    for r in p["ratios"]:
+        eta_qk = r * p["eta_ov"]
+        kw = dict(target_loss=p["target_loss"], step_fraction=p["step_fraction"])
+        runs.append(ReductionRun(
+            r, theory.integrate_until(model.setting, p["eta_ov"], eta_qk, p["target_loss"]),
+            descend(model, "CACO", p["eta_ov"], eta_qk, **kw),
+            descend(model, "CACO", p["eta_ov"], eta_qk, batch_size=p["batch_size"],
+                    seed=p["seed"], **kw)))
+    return runs
+
+
+def reduction_rows(runs: list[ReductionRun]) -> list[dict]:
+    """Per ratio and descent: steps, relative errors against the ODE, distance from the set."""
+    rows = []
+    for run in runs:
+        for name, d in (("full batch", run.full), (f"batch {run.minibatch.batch_size}",
+                                                    run.minibatch)):
+            rows.append({"r": run.r, "descent": name, "steps": len(d.t) - 1,
+                         **relative_errors(d, run.ode),
+                         "max_distance_from_set": float(d.distance.max()),
+                         "final_distance_from_set": float(d.distance[-1])})
+    return rows
+
+
+REDUCTION_COLUMNS = ("r", "descent", "steps", "err_mu_ov", "err_mu_qk", "err_alpha", "err_loss",
+                     "off_set")
+
+
+def reduction_table(rows: list[dict]) -> list[dict]:
+    """The rows for printing: distances from the set below 1e-12 are rounding, shown as such
+    (their digits differ between machines)."""
+    return [{**row, "off_set": ("< 1e-12" if row["max_distance_from_set"] < 1e-12
+                                else f"{row['final_distance_from_set']:.2g} at end")}
+            for row in rows]
+
+
+def reduction_curves(runs: list[ReductionRun], points: int = 200, markers: int = 24):
+    """The plotted points, per ratio: the ODE and minibatch descent at ``points`` log-spaced
+    normalised times, full-batch descent at ``markers`` of them (the last four decades)."""
+    rows = []
+    quantities = ("mu_ov", "mu_qk", "alpha", "loss")
+    for run in runs:
+        end, scale = run.ode.tau[-1], run.ode.time_scale
+        tau = np.geomspace(end * 1e-4, end, points)
+        ode = run.ode.sample(tau)
+        rows += [{"r": run.r, "source": "ODE", "tau": float(tau[k]),
+                  **{q: float(ode[q][k]) for q in quantities}} for k in range(points)]
+        for name, d, grid in (("full batch", run.full, np.geomspace(end * 1e-3, end, markers)),
+                              ("minibatch", run.minibatch, tau)):
+            picks = np.unique(np.searchsorted(d.t * scale, grid).clip(0, len(d.t) - 1))
+            rows += [{"r": run.r, "source": name, "tau": float(d.t[k] * scale),
+                      **{q: float(getattr(d, q)[k]) for q in quantities}} for k in picks]
+    return rows
+
+
+# --- theory-rescaling ------------------------------------------------------------------------
+
+RESCALING_PARAMETERS = (*SETTING_PARAMETERS, "eta_ov", "r", "init_scale", "default_init_rate",
+                        "matched_loss", "fig2_summary", "artifacts_dir")
+ROW1_PANELS = ("FAFO", "FACO", "CAFO", "CACO")  # Fig. 2 row 1: equal learning rates
+# Fig. 2 row 1 starts every factor at 1e-6 I except FAFO's W_Q, W_K (PyTorch's default init).
+DEFAULT_INIT_FACTORS = {"FAFO": "qk"}
+
+
+def validate_rescaling(p: dict) -> dict:
+    setting = theory.Setting(m=p["m"], n=p["n"], b=p["b"], M=p["M"])
+    summary = (Path(p["fig2_summary"]) if p["fig2_summary"] is not None
+               else artifacts.default_dir("paper-fig2") / "summary.json")
+    return {
+        "setting": setting,
+        "eta_ov": P.number("eta_ov", p["eta_ov"], above=0),
+        "r": P.number("r", p["r"], above=0),
+        "init_scale": P.number("init_scale", p["init_scale"], above=0),
+        "default_init_rate": P.number("default_init_rate", p["default_init_rate"], above=0),
+        "matched_loss": theory.check_loss_threshold("matched_loss", p["matched_loss"], setting),
+        "measured": measured_fig2_sharpness(summary),
+        "artifacts_dir": P.optional_path("artifacts_dir", p["artifacts_dir"]),
+    }
+
+
+def measured_fig2_sharpness(path: Path) -> dict[str, dict[str, float]]:
+    """Per Fig. 2 row-1 panel: mean attention on distinct tokens (mean, std over seeds), the %
+    of held-out sequences with attention >= 0.8, and the final training loss."""
+    if not path.is_file():
+        raise P.ParameterError("fig2_summary", f"no file {path}: run notebooks/paper-fig2.ipynb "
+                                               "first (`make figures` does)")
+    try:
+        summary = json.loads(path.read_text())
+        rows = summary["rows"] if summary.get("figure") == "paper-fig2" else None
+        measured = {}
+        for panel in ROW1_PANELS:
+            mine = [row for row in rows if row["panel"] == panel]
+            top = [row for row in mine if row["bin_lo"] == 0.8]
+            measured[panel] = {"attention_mean": mine[0]["attention_mean"],
+                               "attention_mean_std": mine[0]["attention_mean_std"],
+                               "pct_attention_ge_0.8": top[0]["pct_mean"],
+                               "final_loss": mine[0]["final_loss"]}
+    except (ValueError, KeyError, IndexError, TypeError) as err:
+        raise P.ParameterError(
+            "fig2_summary", f"{path} is not a paper-fig2 summary.json with rows for "
+            f"{', '.join(ROW1_PANELS)} and their attention_mean ({type(err).__name__}: {err}); "
+            "re-run notebooks/paper-fig2.ipynb") from None
+    return measured
+
+
+def rescaling_trajectories(p: dict, balanced: bool = False) -> dict[str, theory.Trajectory]:
+    """The reduced dynamics of each parameterization at the same nominal rates, until the
+    matched loss, with thresholds every tenth of a decade on the way.
+
+    Factorized circuits start at ``w = init_scale^2``. With ``balanced=False`` the starts
+    follow Fig. 2 row 1: FAFO's default-initialised W_Q, W_K are modelled by the offset
+    ``default_init_rate`` (their ``a^2 + c^2`` along any direction at the start; random
+    factors hold no product along V, so ``w`` starts at ``init_scale^2`` all the same).
+    """
+    thresholds = theory.loss_thresholds(1.0, p["matched_loss"], 10) if p["matched_loss"] < 1 \
+        else [p["matched_loss"]]
+    trajectories = {}
+    for name in theory.PARAMETERIZATIONS:
+        circuit = None if balanced else DEFAULT_INIT_FACTORS.get(name)
+        offsets = (p["default_init_rate"] if circuit == "ov" else 0.0,
+                   p["default_init_rate"] if circuit == "qk" else 0.0)
+        trajectories[name] = theory.integrate_until(
+            p["setting"], p["eta_ov"], p["r"] * p["eta_ov"], p["matched_loss"], thresholds,
+            parameterization=name, init_scale=p["init_scale"], offsets=offsets)
+    return trajectories
+
+
+def _ranks(values: dict[str, float]) -> dict[str, int]:
+    order = sorted(values, key=values.get, reverse=True)
+    return {name: order.index(name) + 1 for name in values}
+
+
+def rescaling_rows(trajectories: dict[str, theory.Trajectory],
+                   balanced: dict[str, theory.Trajectory], measured: dict) -> list[dict]:
+    """Per parameterization: the prediction at the matched loss (starts as in Fig. 2, and all
+    factors balanced) and the measured sharpness, with ranks (1 = sharpest)."""
+    predicted = {name: float(tr.alpha[-1]) for name, tr in trajectories.items()}
+    observed = {name: measured[name]["attention_mean"] for name in trajectories}
+    pred_rank, obs_rank = _ranks(predicted), _ranks(observed)
+    rows = []
+    for name, tr in trajectories.items():
+        r_eff = tr.r_eff
+        rows.append({
+            "parameterization": name, "matched_loss": tr.target_loss,
+            "tau_at_loss": float(tr.tau[-1]), "alpha_at_loss": predicted[name],
+            "alpha_balanced_start": float(balanced[name].alpha[-1]),
+            "r_eff_at_loss": float(r_eff[-1]), "r_eff_min": float(r_eff.min()),
+            "r_eff_max": float(r_eff.max()), "predicted_rank": pred_rank[name],
+            "measured_attention_mean": observed[name],
+            "measured_attention_mean_std": measured[name]["attention_mean_std"],
+            "measured_pct_attention_ge_0.8": measured[name]["pct_attention_ge_0.8"],
+            "measured_final_loss": measured[name]["final_loss"],
+            "measured_rank": obs_rank[name],
+        })
+    return rows
+
+
+RESCALING_COLUMNS = ("parameterization", "alpha_at_loss", "alpha_balanced_start",
+                     "tau_at_loss", "r_eff_at_loss",
+                     "predicted_rank", "measured_attention_mean", "measured_pct_attention_ge_0.8",
+                     "measured_final_loss", "measured_rank")
+
+
+def ordering_text(rows: list[dict]) -> str:
+    """The predicted and the measured ordering of sharpness, and whether they agree."""
+    def order(key):
+        return " > ".join(row["parameterization"] for row in sorted(rows, key=lambda x: x[key]))
+
+    predicted, measured = order("predicted_rank"), order("measured_rank")
+    verdict = "the same" if predicted == measured else "different"
+    return (f"predicted (reduced model):  {predicted}\n"
+            f"measured (paper-fig2):      {measured}\n"
+            f"orderings are {verdict}")
+
+
+def rescaling_curves(trajectories: dict[str, theory.Trajectory], points: int = 200):
+    """The plotted points: r_eff and alpha against normalised time, per parameterization."""
+    rows = []
+    for name, tr in trajectories.items():
+        tau = np.geomspace(max(tr.tau[1], tr.tau[-1] * 1e-6), tr.tau[-1], points)
+        s = tr.sample(tau)
+        k_ov, k_qk = theory.rate_multipliers(s["mu_ov"], s["mu_qk"], tr.setting, name,
+                                             tr.offsets)
+        r_eff = tr.eta_qk * k_qk / (tr.eta_ov * k_ov)
+        rows += [{"parameterization": name, "tau": float(tau[k]), "r_eff": float(r_eff[k]),
+                  "mu_ov": float(s["mu_ov"][k]), "mu_qk": float(s["mu_qk"][k]),
+                  "alpha": float(s["alpha"][k]), "loss": float(s["loss"][k])}
+                 for k in range(points)]
+    return rows
+
+
+# --- theory-ratio-sweep ----------------------------------------------------------------------
+
+SWEEP_PARAMETERS = (*SETTING_PARAMETERS, "ratios", "matched_loss", "step_fraction", "seeds",
+                    "lr_ov", "T", "batches_per_epoch", "max_epochs", "eval_batches", "workers",
+                    "progress", "artifacts_dir")
+
+
+def validate_sweep(p: dict) -> dict:
+    model = _model(p)
+    return {
+        "model": model,
+        "ratios": P.number_list("ratios", p["ratios"], above=0),
+        "matched_loss": theory.check_loss_threshold("matched_loss", p["matched_loss"],
+                                                    model.setting),
+        "step_fraction": P.number("step_fraction", p["step_fraction"], above=0, below=0.1),
+        "seeds": P.seed_list("seeds", p["seeds"]),
+        "lr_ov": P.number("lr_ov", p["lr_ov"], above=0),
+        "T": tasks.check_length(P.integer("T", p["T"], 3)),
+        "batches_per_epoch": P.integer("batches_per_epoch", p["batches_per_epoch"], 1),
+        "max_epochs": P.integer("max_epochs", p["max_epochs"], 1),
+        **paper.run_options(p),
+    }
+
+
+SWEEP_COLUMNS = ("r", "alpha_closed_form", "alpha_stylized", "task_informative_mean",
+                 "task_informative_std", "task_distinct_mean", "task_distinct_std",
+                 "task_loss_mean", "task_runs_reaching_loss")
+
+
+def sweep_configs(p: dict) -> list[train.RunConfig]:
+    """CACO from a small (1e-6 I) start, QK rate r * lr_ov, stopped at the matched loss."""
+    spec = models.ModelSpec("CACO", qk_init="identity", ov_init="identity")
+    return [train.RunConfig(f"r{r:g}/seed{seed}", spec, seed, p["max_epochs"],
+                            p["batches_per_epoch"], lr_qk=r * p["lr_ov"], lr_ov=p["lr_ov"],
+                            T=p["T"], early_stop_loss=p["matched_loss"])
+            for r in p["ratios"] for seed in p["seeds"]]
+
+
+@torch.no_grad()
+def attention_on_informative(params, spec, batch: tasks.CountBatch) -> np.ndarray:
+    """Per held-out sequence: attention on the tokens that identify the class - its distinct
+    tokens and the query token (which also occurs in the context as a common token)."""
+    _, attention = models.count_logits(params, batch.counts, batch.classes, spec.fixed_alpha)
+    query = attention.gather(-1, tasks.query_token(batch.classes).unsqueeze(-1)).squeeze(-1)
+    return (metrics.attention_on_distinct(attention, batch.classes) + query).numpy()
+
+
+def closed_form_curve(setting: theory.Setting, loss: float, r_min: float, r_max: float,
+                      points: int = 200) -> dict[str, np.ndarray]:
+    """alpha at ``loss`` from the closed form, on a log grid of r."""
+    r = np.geomspace(r_min, r_max, points)
+    return {"r": r, "alpha": np.array([theory.state_at_loss(loss, setting, x)[2] for x in r])}
+
+
+def sweep_rows(p: dict, results: list[train.RunResult]) -> list[dict]:
+    """Per ratio: the closed form, the stylized model and training (mean, std over seeds)."""
+    model, rows = p["model"], []
+    for r in p["ratios"]:
+        _, _, alpha_closed = theory.state_at_loss(p["matched_loss"], model.setting, r)
+        stylized = descend(model, "CACO", 1.0, r, p["matched_loss"],
+                           step_fraction=p["step_fraction"]).at_loss(p["matched_loss"])
+        mine = [x for x in results if x.config.lr_qk == r * p["lr_ov"]]
+        distinct, informative, losses, epochs = [], [], [], []
+        for x in mine:
+            batch = metrics.held_out_batches(x.config.seed, x.config.T, p["eval_batches"])
+            ev = metrics.evaluate(x.params, x.config.model, batch)
+            distinct.append(float(ev.attention.mean()))
+            informative.append(float(attention_on_informative(x.params, x.config.model,
+                                                              batch).mean()))
+            losses.append(ev.loss)
+            epochs.append(x.epochs_run)
+        rows.append({
+            "r": r, "matched_loss": p["matched_loss"], "alpha_closed_form": float(alpha_closed),
+            "alpha_stylized": stylized["alpha"],
+            "alpha_stylized_rel_error": stylized["alpha"] / float(alpha_closed) - 1,
+            "task_distinct_mean": float(np.mean(distinct)),
+            "task_distinct_std": float(np.std(distinct)),
+            "task_informative_mean": float(np.mean(informative)),
+            "task_informative_std": float(np.std(informative)),
+            "task_loss_mean": float(np.mean(losses)),
+            "task_runs_reaching_loss": sum(x.early_stopped for x in mine),
+            "task_runs": len(mine),
+            "task_epochs_mean": float(np.mean(epochs)),
+        })
+    return rows
