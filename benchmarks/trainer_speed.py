@@ -1,28 +1,39 @@
 """Model-steps per second on the paper Fig. 2 workload: a per-model baseline vs qkov's trainer.
 
     .venv/bin/python benchmarks/trainer_speed.py [--trainer-steps 1000] [--baseline-steps 25]
+                              [--rounds 3] [--output benchmarks/results/trainer-speed.json]
 
-Both are measured in this one run, on this machine, side by side, and the ratio is printed:
-machines are shared and noisy, so only the ratio means something across machines.
+Everything is measured in this one run, on this machine, side by side, and the ratios are
+printed: machines are shared and noisy, so only the ratios mean something across machines.
 
 (a) baseline: what notebook-first code does - one model at a time, ``nn.Linear`` layers on
     dense one-hot (B, T-1, 50) tensors, autograd, ``torch.optim.SGD`` with a learning rate
     per circuit; (b) ``qkov.train.train`` on the same 40 runs (8 panels x 5 seeds, batch 32,
-    T = 64 or 128) as one batched computation on token counts with hand-written gradients;
-    (c) the same split over worker processes (``workers=2``, what the notebooks use).
+    T = 64 or 128) as one batched computation on token counts with hand-written gradients,
+    in one process; (c) the same split over worker processes (what the notebooks use).
+
+Then one training step of (b) is taken apart: drawing the data, laying it out per member,
+and the step itself - the time spent inside PyTorch's operators ("ensemble math", from
+torch.profiler, with the number of operators per step) and the rest ("Python and dispatch
+overhead") - and the trainer's matrix throughput is set against a batched matmul of the
+same shape. ``--output`` writes all of it as JSON; the book's reproducibility page shows
+that file (benchmarks/results/trainer-speed.json), so no number there is typed by hand.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import math
 import platform
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
 
-from qkov import models, paper, tasks
+from qkov import artifacts, models, paper, tasks
 from qkov import train as T
 
 V = tasks.VOCAB
@@ -82,9 +93,14 @@ def baseline_rate(runs, steps: int) -> float:
     return len(runs) * steps / elapsed
 
 
-def trainer_rate(runs, steps: int, workers: int = 1) -> float:
-    runs = [T.RunConfig(r.name, r.model, r.seed, 1, steps, r.lr_qk, r.lr_ov, r.qk_ramp,
+def shortened(runs, steps: int):
+    """The runs, each for exactly ``steps`` steps (one epoch, no early stop)."""
+    return [T.RunConfig(r.name, r.model, r.seed, 1, steps, r.lr_qk, r.lr_ov, r.qk_ramp,
                         r.batch_size, r.T) for r in runs]
+
+
+def trainer_rate(runs, steps: int, workers: int = 1) -> float:
+    runs = shortened(runs, steps)
     start = time.perf_counter()
     T.train(runs, progress=False, workers=workers)
     return len(runs) * steps / (time.perf_counter() - start)
@@ -93,12 +109,54 @@ def trainer_rate(runs, steps: int, workers: int = 1) -> float:
 def flops_per_model_step(run, B: int = 32) -> float:
     """Matrix work of one SGD step of the trainer (counts path), in floating-point ops.
 
-    Collapsed OV: logits, dW_OV, dh (3 products of B x V x V); factorized OV applied as
-    W_O (W_V h): 5 such products. The QK circuit touches 4 query rows only (4 x V x V per
-    product, negligible). Elementwise work (softmax, scores) is O(B V) and left out.
+    Products of B x V x V: logits, dLoss/dh and the fused W_O update for every model; a
+    factorized OV circuit adds W_V h, W_V^T dh and the W_V update. The QK circuit touches
+    the 4 query rows only (4 x V x V per product, negligible); elementwise work is left out.
     """
-    products = 3 if run.model.ov == "collapsed" else 5
+    products = 3 if run.model.ov == "collapsed" else 6
     return products * 2 * B * V * V
+
+
+def step_breakdown(runs, steps: int = 200) -> dict:
+    """Where one step of the one-process trainer goes, per step of all ``runs`` together."""
+    runs = shortened(runs, steps)
+    chunk = tasks.DataStream.CHUNK
+    keys = list(dict.fromkeys(r.stream_key for r in runs))
+    streams = [tasks.DataStream(T.derived_seed(s, "data"), t, b, pc) for s, t, b, pc in keys]
+    group = T._Group(runs, list(range(len(runs))))
+    member_streams = [keys.index(c.stream_key) for c in group.configs]
+
+    start = time.perf_counter()
+    drawn = [[s.chunk_at(k) for s in streams] for k in range(0, steps, chunk)]
+    sampling = time.perf_counter() - start
+    start = time.perf_counter()
+    for j, part in enumerate(drawn):
+        group.load_chunk(j * chunk, part, member_streams)
+    layout = time.perf_counter() - start
+
+    group.load_chunk(0, drawn[0], member_streams)
+    for k in range(chunk):  # warm up
+        group.step(k)
+    start = time.perf_counter()
+    for k in range(chunk):
+        group.step(k)
+    wall = (time.perf_counter() - start) / chunk
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for k in range(chunk):
+            group.step(k)
+    # Top-level operators only (their children are inside their time): what one step calls.
+    top = [e for e in prof.events() if e.cpu_parent is None and e.name.startswith("aten::")]
+    op_time = sum(e.cpu_time_total for e in top) / 1e6 / chunk
+    return {
+        "sampling_us": 1e6 * sampling / steps,
+        "layout_us": 1e6 * layout / steps,
+        "step_us": 1e6 * wall,
+        "ensemble_math_us": 1e6 * min(op_time, wall),
+        "overhead_us": 1e6 * max(wall - op_time, 0.0),
+        "operators_per_step": len(top) / chunk,
+        "members": len(runs),
+        "streams": len(streams),
+    }
 
 
 def measured_matmul_gflops(members: int, B: int = 32) -> tuple[float, float]:
@@ -121,15 +179,25 @@ def main(argv=None) -> int:
     parser.add_argument("--trainer-steps", type=int, default=1000)
     parser.add_argument("--baseline-steps", type=int, default=25)
     parser.add_argument("--workers", type=int, default=2, help="processes for (c)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved repetitions")
+    parser.add_argument("--output", type=Path, help="write the results as JSON here")
     args = parser.parse_args(argv)
+    for name in ("trainer_steps", "baseline_steps", "workers", "rounds"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
 
     runs = paper.fig2_runs()
-    print(f"machine: {platform.platform()}, {torch.get_num_threads()} torch threads, "
-          f"torch {torch.__version__}")
+    machine = (f"{platform.platform()}, {torch.get_num_threads()} torch threads, "
+               f"torch {torch.__version__}")
+    print(f"machine: {machine}")
     print(f"workload: paper Fig. 2, {len(runs)} runs (8 panels x 5 seeds), batch 32")
-    base = baseline_rate(runs, args.baseline_steps)
-    single = trainer_rate(runs, args.trainer_steps)
-    fast = trainer_rate(runs, args.trainer_steps, workers=args.workers)
+    # Interleaved rounds, best of each: the machine's speed drifts, and a drift between
+    # measuring (a) and (b) would otherwise show up in their ratio.
+    rates = [(baseline_rate(runs, args.baseline_steps), trainer_rate(runs, args.trainer_steps),
+              trainer_rate(runs, args.trainer_steps, workers=args.workers))
+             for _ in range(args.rounds)]
+    base, single, fast = (max(r[i] for r in rates) for i in range(3))
+    print(f"best of {args.rounds} interleaved rounds:")
     print(f"(a) per-model baseline : {base:10.0f} model-steps/s "
           f"({len(runs)} runs x {args.baseline_steps} steps)")
     print(f"(b) qkov trainer       : {single:10.0f} model-steps/s "
@@ -139,16 +207,42 @@ def main(argv=None) -> int:
     print(f"speed-up (b)/(a)       : {single / base:10.1f}x")
     print(f"speed-up (c)/(a)       : {fast / base:10.1f}x")
 
+    parts = step_breakdown(runs)
+    print(f"one step of (b), all {parts['members']} runs ({parts['streams']} data streams):")
+    print(f"  sampling the data    : {parts['sampling_us']:8.0f} us")
+    print(f"  laying it out        : {parts['layout_us']:8.0f} us")
+    print(f"  ensemble math        : {parts['ensemble_math_us']:8.0f} us "
+          f"({parts['operators_per_step']:.0f} PyTorch operators)")
+    print(f"  Python and dispatch  : {parts['overhead_us']:8.0f} us")
+
     flops = sum(flops_per_model_step(r) for r in runs) / len(runs)
     bmm, gemm = measured_matmul_gflops(len(runs))
+    throughput = fast * flops / 1e9
     print(f"matrix work per model-step: {flops / 1e6:.3f} MFLOP (mean over the runs)")
-    print(f"trainer throughput: {fast * flops / 1e9:.1f} GFLOP/s = "
-          f"{100 * fast * flops / 1e9 / bmm:.0f}% of a batched matmul of the same shape "
-          f"({bmm:.1f} GFLOP/s), {100 * fast * flops / 1e9 / gemm:.0f}% of a large matmul "
-          f"({gemm:.1f} GFLOP/s)")
+    print(f"trainer throughput: {throughput:.1f} GFLOP/s = {100 * throughput / bmm:.0f}% of a "
+          f"batched matmul of the same shape ({bmm:.1f} GFLOP/s), "
+          f"{100 * throughput / gemm:.0f}% of a large matmul ({gemm:.1f} GFLOP/s)")
     total = sum(r.steps for r in runs)
     print(f"paper-scale Fig. 2 without early stopping: {total / 1e6:.2f} M model-steps, "
           f"about {total / fast / 60:.0f} min at this rate")
+
+    if args.output:
+        result = {
+            "date": datetime.date.today().isoformat(),
+            "machine": machine, "cpu_count": __import__("os").cpu_count(),
+            "workload": f"paper Fig. 2: {len(runs)} runs, batch 32",
+            "trainer_steps": args.trainer_steps, "baseline_steps": args.baseline_steps,
+            "workers": args.workers, "rounds": args.rounds,
+            "baseline_model_steps_per_s": base, "trainer_model_steps_per_s": single,
+            "trainer_workers_model_steps_per_s": fast,
+            "speedup_one_process": single / base, "speedup_workers": fast / base,
+            "step": parts, "mflop_per_model_step": flops / 1e6,
+            "trainer_gflops": throughput, "batched_matmul_gflops": bmm,
+            "large_matmul_gflops": gemm, "fraction_of_batched_matmul": throughput / bmm,
+        }
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        artifacts.write_atomic(args.output, (json.dumps(result, indent=2) + "\n").encode())
+        print(f"wrote {args.output}")
     return 0
 
 

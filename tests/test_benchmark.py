@@ -1,18 +1,36 @@
 """The speed benchmark runs (its numbers are printed, never asserted: machines are noisy)."""
 
 import importlib.util
+import json
+
+import pytest
 
 from conftest import REPO
 
 
-def test_benchmark_runs_and_prints_the_ratio(capsys):
+def test_benchmark_runs_and_prints_the_ratio(capsys, tmp_path):
     spec = importlib.util.spec_from_file_location(
         "trainer_speed", REPO / "benchmarks" / "trainer_speed.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    assert bench.main(["--trainer-steps", "10", "--baseline-steps", "1"]) == 0
+    out_file = tmp_path / "speed.json"
+    assert bench.main(["--trainer-steps", "10", "--baseline-steps", "1", "--rounds", "1",
+                       "--output", str(out_file)]) == 0
     out = capsys.readouterr().out
     assert "speed-up (b)/(a)" in out and "speed-up (c)/(a)" in out and "model-steps/s" in out
+    for part in ("sampling the data", "laying it out", "ensemble math", "Python and dispatch"):
+        assert part in out
+    record = json.loads(out_file.read_text())
+    assert record["speedup_workers"] == pytest.approx(
+        record["trainer_workers_model_steps_per_s"] / record["baseline_model_steps_per_s"])
+    assert record["step"]["operators_per_step"] > 10
+
+
+def test_the_committed_record_is_a_full_benchmark_run():
+    """The book shows benchmarks/results/trainer-speed.json: it must be a real, full run."""
+    record = json.loads((REPO / "benchmarks" / "results" / "trainer-speed.json").read_text())
+    assert record["trainer_steps"] >= 1000 and record["baseline_steps"] >= 25
+    assert record["rounds"] >= 3 and record["workload"].startswith("paper Fig. 2: 40 runs")
 
 
 def test_baseline_and_library_models_compute_the_same_function():

@@ -49,29 +49,81 @@ def test_attention_over_positions_sums_to_attention_over_tokens(batch):
     assert torch.allclose(per_token, a_tok, atol=1e-6)
 
 
-@pytest.mark.parametrize("ov", ["FAFO", "FACO"], ids=["factorized-OV", "collapsed-OV"])
-def test_ensemble_gradients_match_autograd_for_mixed_members(ov, batch):
-    other = "CA" + ov[2:]
-    specs = [M.ModelSpec(ov, ov_bias=True), M.ModelSpec(other), M.ModelSpec(ov, qk_init="identity")]
-    ens = M.Ensemble(specs, [torch.Generator().manual_seed(i) for i in range(3)])
+def ordered(specs):
+    return [specs[i] for i in M.ensemble_order(specs)]
+
+
+MIXED = ordered([M.ModelSpec("FAFO", ov_bias=True), M.ModelSpec("CAFO"),
+                 M.ModelSpec("FAFO", qk_init="identity", ov_init="identity"),
+                 M.ModelSpec("FACO", ov_bias=True), M.ModelSpec("CACO"),
+                 M.ModelSpec("CACO", qk_init="identity", ov_init="identity", ov_bias=True)])
+FIXED = ordered([M.ModelSpec("CACO", ov_bias=True, fixed_alpha=0.3),
+                 M.ModelSpec("CAFO", fixed_alpha=0.8), M.ModelSpec("CACO", fixed_alpha=1.0)])
+
+
+@pytest.mark.parametrize("specs", [MIXED, FIXED], ids=["all-four", "fixed-attention"])
+@pytest.mark.parametrize("shared_ov_rate", [False, True], ids=["ov-rate-each", "ov-rate-one"])
+def test_ensemble_step_is_sgd_on_each_members_autograd_gradient(specs, shared_ov_rate, batch):
+    """One fused step of a mixed ensemble moves each member by -lr x its own gradient."""
+    ens = M.Ensemble(specs, [torch.Generator().manual_seed(i) for i in range(len(specs))])
     counts = batch.to_counts()
     E = len(specs)
-    before = {k: v.clone() for k, v in ens.params.items()}
-    losses, grads = ens.loss_and_grads(counts.counts.expand(E, -1, -1),
-                                       counts.classes.expand(E, -1))
-    lr = torch.tensor([0.1, 0.2, 0.3])
-    ens.apply(grads, lr, lr / 2)
+    before = [ens.member(i) for i in range(E)]
+    lr_qk = torch.linspace(0.1, 0.6, E)
+    lr_ov = torch.full((E,), 0.05) if shared_ov_rate else torch.linspace(0.3, 0.02, E)
+    losses = M.mean_losses(ens.step(ens.batch(counts.counts.expand(E, -1, -1),
+                                              counts.classes.expand(E, -1)),
+                                    lr_qk, 0.05 if shared_ov_rate else lr_ov))
     for i, spec in enumerate(specs):
-        own = {k: before[k][i].clone().requires_grad_(True) for k in ens.member(i)}
-        z, _ = M.count_logits(own, counts.counts, counts.classes)
+        own = {k: v.clone().requires_grad_(True) for k, v in before[i].items()}
+        z, _ = M.count_logits(own, counts.counts, counts.classes, spec.fixed_alpha)
         loss = torch.nn.functional.cross_entropy(z, counts.targets)
         loss.backward()
         assert losses[i].item() == pytest.approx(loss.item(), abs=1e-6)
         after = ens.member(i)
+        assert after.keys() == own.keys()
         for k, v in own.items():
-            rate = lr[i] if k in ("W_QK", "W_Q", "W_K") else lr[i] / 2
+            rate = lr_qk[i] if k in ("W_QK", "W_Q", "W_K") else lr_ov[i]
             step = 0 if (k == "b" and not spec.ov_bias) else rate
-            assert torch.allclose(after[k], v.detach() - step * v.grad, atol=1e-6), (spec, k)
+            grad = v.grad if v.grad is not None else torch.zeros_like(v)
+            assert torch.allclose(after[k], v.detach() - step * grad, atol=1e-6), (spec, k)
+
+
+@pytest.mark.parametrize("specs", [MIXED, FIXED], ids=["all-four", "fixed-attention"])
+def test_fused_step_follows_the_trainers_earlier_step(specs):
+    """200 steps of the fused one-ensemble step against the earlier two-ensemble step
+    (tests/legacy_step.py): the same models to float32 rounding, every parameterization."""
+    import legacy_step
+
+    E = len(specs)
+    generators = lambda: [torch.Generator().manual_seed(i) for i in range(E)]  # noqa: E731
+    new = M.Ensemble(specs, generators())
+    olds = []
+    for ov in ("collapsed", "factorized"):
+        index = [i for i, s in enumerate(specs) if s.ov == ov]
+        olds.append((torch.tensor(index), legacy_step.Ensemble(
+            [specs[i] for i in index], [generators()[i] for i in index])))
+    stream = tasks.DataStream(11, 64, 32)
+    lr_qk, lr_ov = torch.linspace(0.01, 0.5, E), torch.linspace(0.5, 0.01, E)
+    for t in range(200):
+        b = stream.batch_at(t)
+        counts, classes = b.counts.expand(E, -1, -1), b.classes.expand(E, -1)
+        losses = M.mean_losses(new.step(new.batch(counts, classes), lr_qk, lr_ov))
+        for index, old in olds:
+            old_losses, grads = old.loss_and_grads(counts[index], classes[index])
+            old.apply(grads, lr_qk[index], lr_ov[index])
+            assert torch.allclose(old_losses, losses[index], rtol=0, atol=1e-5), t
+    for index, old in olds:
+        for j, i in enumerate(index.tolist()):
+            theirs, ours = old.member(j), new.member(i)
+            assert theirs.keys() == ours.keys()
+            for k in theirs:
+                assert torch.allclose(ours[k], theirs[k], rtol=1e-5, atol=1e-6), (specs[i], k)
+
+
+def test_ensemble_order_is_required():
+    with pytest.raises(ValueError, match="ensemble_order"):
+        M.Ensemble([M.ModelSpec("FAFO"), M.ModelSpec("CACO")], [torch.Generator()] * 2)
 
 
 def test_factorized_ov_conserves_its_balance_under_small_steps(batch):
@@ -79,7 +131,7 @@ def test_factorized_ov_conserves_its_balance_under_small_steps(batch):
     spec = M.ModelSpec("CAFO", fixed_alpha=0.5)
     ens = M.Ensemble([spec], [torch.Generator().manual_seed(5)])
     counts = batch.to_counts()
-    c, k = counts.counts[None], counts.classes[None]
+    data = ens.batch(counts.counts[None], counts.classes[None])
 
     def balance():
         w_o, w_v = ens.params["W_O"][0].double(), ens.params["W_V"][0].double()
@@ -88,9 +140,8 @@ def test_factorized_ov_conserves_its_balance_under_small_steps(batch):
     start = balance()
     first_loss = None
     for _ in range(12000):  # full batch: the same 32 sequences every step
-        losses, grads = ens.loss_and_grads(c, k)
+        losses = M.mean_losses(ens.step(data, torch.zeros(1), 0.01))
         first_loss = first_loss or losses.item()
-        ens.apply(grads, torch.zeros(1), torch.full((1,), 0.01))
     assert losses.item() < 0.5 * first_loss, "the OV circuit should have learned"
     moved = (ens.params["W_O"][0] @ ens.params["W_V"][0]).norm()
     drift = (balance() - start).norm() / start.norm()

@@ -71,32 +71,45 @@ def heatmap_mean_std(heatmaps: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray
 
 @torch.no_grad()
 def fixed_attention_losses(params: dict, batch: tasks.CountBatch, alphas) -> np.ndarray:
-    """Loss of one OV circuit under fixed attention ``alpha`` for each alpha, same sequences.
+    """Loss of OV circuits under fixed attention ``alpha``, for each alpha, same sequences.
+
+    ``params``: one model's parameters (returns (n,) for n alphas), or circuits of E models
+    stacked as :meth:`qkov.models.Ensemble.circuits` gives them (returns (E, n)); ``alphas``
+    (n,) for every model or (E, n), one row per model.
 
     The hidden state is linear in alpha, h = alpha u_on + (1 - alpha) u_off, so the two
     OV products are computed once and every alpha costs only a softmax: this makes the
     finite-difference sensitivity (L(alpha) - L(alpha + d)) / d cheap and free of sampling
     noise (both losses see the same sequences).
     """
+    _, w_ov = models.effective(params)
+    single = w_ov.dim() == 2
+    w_ov, bias = (w_ov[None], params["b"][None]) if single else (w_ov, params["b"])
     on = models.fixed_attention(batch.counts, batch.classes, 1.0)
     off = models.fixed_attention(batch.counts, batch.classes, 0.0)
-    _, w_ov = models.effective(params)
-    z_on, z_off = on @ w_ov.T, off @ w_ov.T
-    targets = batch.targets
+    z_on, z_off = on @ w_ov.transpose(1, 2), off @ w_ov.transpose(1, 2)  # (E, N, V)
+    targets = batch.targets.view(1, -1, 1).expand(len(w_ov), -1, 1)
+    alphas = torch.as_tensor(np.asarray(alphas, dtype=np.float32)).expand(len(w_ov), -1)
     losses = []
-    for alpha in alphas:
-        z = alpha * z_on + (1 - alpha) * z_off + params["b"]
-        losses.append(torch.nn.functional.cross_entropy(z, targets).item())
-    return np.array(losses)
+    for alpha in alphas.T:
+        alpha = alpha.view(-1, 1, 1)
+        z = alpha * z_on + (1 - alpha) * z_off + bias.unsqueeze(1)
+        losses.append((torch.logsumexp(z, -1) - z.gather(-1, targets).squeeze(-1)).mean(1))
+    losses = torch.stack(losses, 1).double().numpy()
+    return losses[0] if single else losses
 
 
-def loss_sensitivity(params: dict, batch: tasks.CountBatch, alpha: float, d: float = 0.005
-                     ) -> tuple[float, float]:
+def loss_sensitivity(params: dict, batch: tasks.CountBatch, alpha, d: float = 0.005
+                     ) -> np.ndarray:
     """(L(alpha), (L(alpha) - L(alpha + d)) / d): the loss and the pressure to sharpen.
 
-    For alpha + d > 1 (alpha = 1: no sharper attention exists) the pressure is 0.
+    One model (``alpha`` a number; returns (2,)) or E stacked (``alpha`` (E,); returns
+    (E, 2)), as for :func:`fixed_attention_losses`. Where alpha + d > 1 (no sharper
+    attention exists) the pressure is 0.
     """
-    if alpha + d > 1.0:
-        return float(fixed_attention_losses(params, batch, [alpha])[0]), 0.0
-    here, sharper = fixed_attention_losses(params, batch, [alpha, alpha + d])
-    return float(here), float((here - sharper) / d)
+    alpha = np.asarray(alpha, dtype=float)
+    sharper = np.minimum(alpha + d, 1.0)
+    losses = fixed_attention_losses(params, batch, np.stack([alpha, sharper], -1))
+    here, there = losses[..., 0], losses[..., 1]
+    pressure = np.where(alpha + d > 1.0, 0.0, (here - there) / d)
+    return np.stack([here, pressure], -1)

@@ -14,8 +14,8 @@ spread uniformly over the class's distinct-token positions and ``1 - alpha`` ove
 Two code paths compute the same logits: :func:`dense_logits` on token sequences (B, T-1),
 and :func:`count_logits` on the bag of token counts - positions with the same token get the
 same score, so attention over positions equals attention over tokens weighted by counts.
-An :class:`Ensemble` holds many models of one parameterization as stacked tensors (leading
-axis = member) and computes loss and gradients of all of them in one batched pass.
+An :class:`Ensemble` holds many models, of any of the four parameterizations, as stacked
+tensors (leading axis = member) and takes an SGD step of all of them in one batched pass.
 """
 
 from __future__ import annotations
@@ -189,139 +189,220 @@ def dense_logits(p, tokens, fixed_alpha=None, classes=None):
 # --- ensembles -----------------------------------------------------------------------------
 
 
+@dataclass
+class EnsembleBatch:
+    """One step's data for every member of an :class:`Ensemble` (leading axis = member).
+
+    log_counts: (E, B, V) log of the token counts (-inf for absent tokens); class_onehot:
+    (E, B, 4); targets: (E, B, 1) index of the correct next token; attention: (E, B, V), only
+    for fixed-attention members (their attention does not depend on the parameters).
+    """
+
+    log_counts: torch.Tensor | None
+    class_onehot: torch.Tensor | None
+    targets: torch.Tensor
+    attention: torch.Tensor | None = None
+
+    @classmethod
+    def from_counts(cls, counts: torch.Tensor, classes: torch.Tensor,
+                    fixed_alpha: torch.Tensor | None = None) -> "EnsembleBatch":
+        """From counts (..., B, V) and classes (..., B); ``fixed_alpha`` broadcastable to
+        (..., B, 1) for fixed-attention members."""
+        targets = tasks.target_token(classes).unsqueeze(-1)
+        if fixed_alpha is not None:
+            return cls(None, None, targets, fixed_attention(counts, classes, fixed_alpha))
+        onehot = torch.nn.functional.one_hot(classes, tasks.N_CLASSES).to(counts.dtype)
+        # log 0 = -inf (absent tokens get no attention); log is slow on zeros, so mask them
+        log_counts = torch.log(counts.clamp_min(1)).masked_fill_(counts == 0, -math.inf)
+        return cls(log_counts, onehot, targets)
+
+    def select(self, index) -> "EnsembleBatch":
+        """The same data for the members at ``index`` of the leading axes."""
+        return EnsembleBatch(*(None if x is None else x[index] for x in
+                               (self.log_counts, self.class_onehot, self.targets,
+                                self.attention)))
+
+
+_IDENTITY = torch.eye(V)
+
+
+def mean_losses(p_target: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over the last axis from the probabilities of the correct token."""
+    return -torch.log(p_target).mean(-1)
+
+
+def ensemble_order(specs: list[ModelSpec]) -> list[int]:
+    """The order an :class:`Ensemble` stores members in: collapsed OV circuits first.
+
+    With the two OV kinds in two blocks, the block of collapsed circuits skips the products
+    with its identity factor (views of contiguous blocks cost nothing).
+    """
+    return sorted(range(len(specs)), key=lambda i: specs[i].ov == "factorized")
+
+
 class Ensemble:
-    """Many models with the same OV circuit kind, stacked on a leading axis (members).
+    """Many models stacked on a leading axis (members), trained by one batched step.
 
-    ``params[name]`` has shape (E, ...). Collapsed- and factorized-QK members share one
-    ensemble: every member carries ``W_QK`` and ``W_Q, W_K``; the ones its parameterization
-    does not have stay zero (their learning rate is masked to zero), so the member computes
-    exactly its own model while all members run through the same batched operations.
-    Fixed-attention members form ensembles of their own.
+    Every member is stored in the fully factorized form ``W_QK = W_Q^T W_K``,
+    ``W_OV = W_O W_V``: a collapsed circuit is a factorized one whose first factor is the
+    identity and never moves. Products with the identity and additions of zero are exact in
+    floating point, so a collapsed member computes exactly its own model while all four
+    parameterizations run through the same operations: one ensemble, one set of kernels
+    per step however the members are mixed. Members are stored collapsed-OV first
+    (:func:`ensemble_order`) so that the identity ``W_V`` is skipped, not multiplied.
+    Fixed-attention members (paper Fig. 3) have no QK circuit and form ensembles of their own.
 
-    :meth:`loss_and_grads` computes, for all members at once, the mean cross-entropy on each
-    member's own batch and its gradients, written out by hand: only the four query rows of
-    W_QK ever receive gradient, and a factorized OV circuit is applied as W_O (W_V h)
-    without forming W_O W_V. The test suite checks these gradients against autograd.
+    :meth:`step` computes each member's mean cross-entropy on its own batch and takes one
+    SGD step, with gradients written out by hand: only the four query columns of ``W_Q``
+    (the rows of ``W_QK`` the query tokens read) ever receive gradient, a factorized OV
+    circuit is applied as ``W_O (W_V h)`` without forming the product, and the updates of
+    ``W_O``, ``W_V`` and ``W_K`` are fused into their gradient's matrix product. The test
+    suite checks the steps against autograd and against the trainer's earlier step.
     """
 
     def __init__(self, specs: list[ModelSpec], generators: list[torch.Generator]):
-        kinds = {(s.qk == FIXED_ATTENTION, s.ov) for s in specs}
-        if len(kinds) != 1:
-            raise ValueError(f"an Ensemble holds one OV kind, attention fixed or not; got {kinds}")
+        if len({s.qk == FIXED_ATTENTION for s in specs}) != 1:
+            raise ValueError("an Ensemble holds fixed-attention members or none; got both")
+        if ensemble_order(specs) != list(range(len(specs))):
+            raise ValueError("an Ensemble stores collapsed-OV members first: "
+                             "order the specs by models.ensemble_order")
         self.specs = list(specs)
-        self.ov = specs[0].ov
         self.fixed = specs[0].qk == FIXED_ATTENTION
-        members = [init_parameters(s, g) for s, g in zip(specs, generators)]
-        names = (() if self.fixed else ("W_QK", "W_Q", "W_K")) + (
-            ("W_OV",) if self.ov == "collapsed" else ("W_V", "W_O")) + ("b",)
-        zero = torch.zeros(V, V)
-        self.params = {k: torch.stack([m.get(k, zero) for m in members]) for k in names}
-        self.has_bias = torch.tensor([s.ov_bias for s in specs], dtype=torch.float32)
-        self.qk_collapsed = torch.tensor([s.qk == "collapsed" for s in specs],
-                                         dtype=torch.float32)
-        self.fixed_alpha = (torch.tensor([s.fixed_alpha for s in specs]).view(-1, 1, 1)
-                            if self.fixed else None)
+        stored = []
+        for spec, generator in zip(specs, generators):
+            own = init_parameters(spec, generator)  # the draws of a model trained alone
+            stored.append({
+                "W_Q": own.get("W_Q", _IDENTITY), "W_K": own.get("W_K", own.get("W_QK")),
+                "W_V": own.get("W_V", _IDENTITY), "W_O": own.get("W_O", own.get("W_OV")),
+                "b": own["b"],
+            })
+        names = (() if self.fixed else ("W_Q", "W_K")) + ("W_V", "W_O", "b")
+        self.params = {k: torch.stack([m[k] for m in stored]) for k in names}
+        self.qk_factorized = torch.tensor([float(s.qk == "factorized") for s in specs])
+        self.has_bias = torch.tensor([float(s.ov_bias) for s in specs])
         self._refresh()
 
     def _refresh(self):
-        self.any_qk_collapsed = bool(self.qk_collapsed.any()) and not self.fixed
-        self.any_qk_factorized = bool((1 - self.qk_collapsed).any()) and not self.fixed
+        """Views the step reads and updates in place, made once per membership: on these
+        small tensors every operation, even a view, costs microseconds."""
+        k = self.n_collapsed_ov = sum(s.ov == "collapsed" for s in self.specs)
+        self.fixed_alpha = (torch.tensor([s.fixed_alpha for s in self.specs]).view(-1, 1, 1)
+                            if self.fixed else None)
+        p = self.params
+        v = {"W_O_c": p["W_O"][:k], "W_O_f": p["W_O"][k:], "W_V_f": p["W_V"][k:],
+             "b_c": p["b"][:k].unsqueeze(1), "b_f": p["b"][k:].unsqueeze(1),
+             "bias_mask": self.has_bias.view(-1, 1), "qk_mask": self.qk_factorized.view(-1, 1, 1)}
+        v |= {"W_O_c_T": v["W_O_c"].transpose(1, 2), "W_O_f_T": v["W_O_f"].transpose(1, 2),
+              "W_V_f_T": v["W_V_f"].transpose(1, 2)}
+        if not self.fixed:
+            v["W_Q_q"] = p["W_Q"][:, :, QUERY_ROWS]  # (E, V, 4): the columns queries read
+            v["W_Q_q_T"] = v["W_Q_q"].transpose(1, 2)
+        self._views = v
+        self._buffers = None  # the step's work space, made for a batch size by the first step
+
+    def _work_space(self, n_seq: int) -> dict[str, torch.Tensor]:
+        if self._buffers is None or self._buffers["n_seq"] != n_seq:
+            E, k = len(self), self.n_collapsed_ov
+            b = {name: torch.empty(E, n_seq, V) for name in ("scores", "a", "z", "dz", "da")}
+            b |= {name: torch.empty(E - k, n_seq, V) for name in ("hidden", "dhidden")}
+            for name in ("a", "z", "dz", "da"):
+                b[f"{name}_c"], b[f"{name}_f"] = b[name][:k], b[name][k:]
+            b |= {"dz_c_T": b["dz_c"].transpose(1, 2), "dz_f_T": b["dz_f"].transpose(1, 2),
+                  "dhidden_T": b["dhidden"].transpose(1, 2),
+                  "minus_one": torch.full((E, n_seq, 1), -1.0), "n_seq": n_seq}
+            self._buffers = b
+        return self._buffers
 
     def __len__(self) -> int:
         return len(self.specs)
 
     def keep(self, index: torch.Tensor) -> None:
-        """Keep only the members at ``index`` (in that order)."""
+        """Keep only the members at ``index`` (increasing, so that the order stays)."""
         self.specs = [self.specs[i] for i in index.tolist()]
         self.params = {k: v[index] for k, v in self.params.items()}
+        self.qk_factorized = self.qk_factorized[index]
         self.has_bias = self.has_bias[index]
-        self.qk_collapsed = self.qk_collapsed[index]
-        if self.fixed_alpha is not None:
-            self.fixed_alpha = self.fixed_alpha[index]
         self._refresh()
 
     def member(self, i: int) -> dict[str, torch.Tensor]:
         """Member ``i``'s own parameters (the names its parameterization has)."""
-        own = init_parameters(self.specs[i], torch.Generator())
-        return {k: self.params[k][i].clone() for k in own}
-
-    def query_rows(self) -> torch.Tensor:
-        """(E, 4, V): the rows of W_QK for the four query tokens."""
-        p = self.params
-        rows4 = None
-        if self.any_qk_collapsed:
-            rows4 = p["W_QK"][:, QUERY_ROWS]
-        if self.any_qk_factorized:
-            product = p["W_Q"][:, :, QUERY_ROWS].transpose(1, 2) @ p["W_K"]
-            rows4 = product if rows4 is None else rows4 + product
-        return rows4
-
-    def attention(self, counts, classes, log_counts=None):
-        """(E, B, V) attention over tokens for each member's batch."""
-        if self.fixed:
-            return fixed_attention(counts, classes, self.fixed_alpha)
-        index = classes.unsqueeze(-1).expand(*classes.shape, V)
-        scores = torch.gather(self.query_rows(), 1, index).mul_(SCALE)
-        scores += torch.log(counts) if log_counts is None else log_counts
-        return torch.softmax(scores, dim=-1)
-
-    def logits(self, a):
-        p = self.params
-        bias = p["b"].unsqueeze(1)
-        if self.ov == "collapsed":
-            return torch.baddbmm(bias, a, p["W_OV"].transpose(1, 2)), None
-        hidden = a @ p["W_V"].transpose(1, 2)  # (E, B, d): W_V h
-        return torch.baddbmm(bias, hidden, p["W_O"].transpose(1, 2)), hidden
-
-    def loss_and_grads(self, counts, classes, log_counts=None):
-        """Per-member mean loss (E,) and gradients {name: (E, ...)} on batches (E, B, V).
-
-        Gradients of parameters a member does not have (its unused QK form, an absent bias)
-        are returned as computed; :meth:`learning_rate_masks` zeroes their updates.
-        """
-        p = self.params
-        a = self.attention(counts, classes, log_counts)
-        z, hidden = self.logits(a)
-        targets = tasks.target_token(classes).unsqueeze(-1)
-        probs = torch.softmax(z, dim=-1)
-        losses = -torch.log(torch.gather(probs, -1, targets)).squeeze(-1)
-        dz = probs.scatter_add_(-1, targets, torch.full(targets.shape, -1.0))
-        dz /= z.shape[1]
-        grads = {"b": dz.sum(1)}
-        dz_t = dz.transpose(1, 2)
-        if self.ov == "collapsed":
-            grads["W_OV"] = dz_t @ a
-            da = None if self.fixed else dz @ p["W_OV"]
+        spec, p = self.specs[i], self.params
+        own = {}
+        if spec.qk == "collapsed":
+            own["W_QK"] = p["W_K"][i].clone()
+        elif spec.qk == "factorized":
+            own["W_Q"], own["W_K"] = p["W_Q"][i].clone(), p["W_K"][i].clone()
+        if spec.ov == "collapsed":
+            own["W_OV"] = p["W_O"][i].clone()
         else:
-            grads["W_O"] = dz_t @ hidden
-            dhidden = dz @ p["W_O"]
-            grads["W_V"] = dhidden.transpose(1, 2) @ a
-            da = None if self.fixed else dhidden @ p["W_V"]
-        if not self.fixed:
-            dscores = (da - (a * da).sum(-1, keepdim=True)).mul_(a).mul_(SCALE)
-            index = classes.unsqueeze(-1).expand_as(dscores)
-            g_rows4 = torch.zeros(len(self), tasks.N_CLASSES, V).scatter_add_(1, index, dscores)
-            grads["query_rows"] = g_rows4  # W_QK's gradient lives in the query rows only
-            if self.any_qk_factorized:
-                # W_QK = W_Q^T W_K with gradient G: dW_Q = W_K G^T, dW_K = W_Q G.
-                grads["W_Q_query_columns"] = p["W_K"] @ g_rows4.transpose(1, 2)
-                grads["W_K"] = p["W_Q"][:, :, QUERY_ROWS] @ g_rows4
-        return losses.mean(1), grads
+            own["W_V"], own["W_O"] = p["W_V"][i].clone(), p["W_O"][i].clone()
+        own["b"] = p["b"][i].clone()
+        return own
 
-    def apply(self, grads, lr_qk: torch.Tensor, lr_ov: torch.Tensor) -> None:
-        """One SGD step with per-member learning rates (E,) for the QK and the OV circuit."""
-        p = self.params
-        ov3 = lr_ov.view(-1, 1, 1)
-        for name in ("W_OV", "W_O", "W_V"):
-            if name in grads:
-                p[name].addcmul_(ov3, grads[name], value=-1.0)
-        p["b"].addcmul_((lr_ov * self.has_bias).view(-1, 1), grads["b"], value=-1.0)
+    def circuits(self, index=None) -> dict[str, torch.Tensor]:
+        """The effective circuits of the members at ``index`` (all by default), stacked:
+        ``W_QK`` (absent for fixed attention), ``W_OV`` and ``b``."""
+        p = {k: v if index is None else v[index] for k, v in self.params.items()}
+        w_qk, w_ov = effective(p)
+        return ({} if w_qk is None else {"W_QK": w_qk}) | {"W_OV": w_ov, "b": p["b"].clone()}
+
+    def batch(self, counts: torch.Tensor, classes: torch.Tensor) -> EnsembleBatch:
+        """Data for :meth:`step` from counts (..., E, B, V) and classes (..., E, B)."""
+        return EnsembleBatch.from_counts(counts, classes, self.fixed_alpha)
+
+    def step(self, batch: EnsembleBatch, lr_qk: torch.Tensor, lr_ov: torch.Tensor | float
+             ) -> torch.Tensor:
+        """One SGD step of every member.
+
+        lr_qk: per-member QK learning rates (E,); lr_ov: per-member OV rates (E,), or one
+        number for all (which saves passes over the data). Returns the probability each
+        member gave the correct next token of each sequence, before the step: (E, B); its
+        :func:`mean_losses` are the members' losses. (The log and mean are left to the
+        caller, who can take them for many steps at once: every operation counts here.)
+        """
+        p, v, k = self.params, self._views, self.n_collapsed_ov
+        n_seq = batch.targets.shape[1]
+        w = self._work_space(n_seq)
+        softmax = torch.ops.aten._softmax.out
         if self.fixed:
-            return
-        if self.any_qk_collapsed:
-            p["W_QK"][:, QUERY_ROWS].addcmul_((lr_qk * self.qk_collapsed).view(-1, 1, 1),
-                                              grads["query_rows"], value=-1.0)
-        if self.any_qk_factorized:
-            lr_f = (lr_qk * (1 - self.qk_collapsed)).view(-1, 1, 1)
-            p["W_Q"][:, :, QUERY_ROWS].addcmul_(lr_f, grads["W_Q_query_columns"], value=-1.0)
-            p["W_K"].addcmul_(lr_f, grads["W_K"], value=-1.0)
+            a = batch.attention
+            a_c, a_f = a[:k], a[k:]
+        else:
+            rows = torch.bmm(v["W_Q_q_T"], p["W_K"])  # (E, 4, V): query rows of W_QK
+            torch.baddbmm(batch.log_counts, batch.class_onehot, rows, alpha=SCALE,
+                          out=w["scores"])
+            a, a_c, a_f = softmax(w["scores"], -1, False, out=w["a"]), w["a_c"], w["a_f"]
+        # Collapsed-OV members (the first k) read h itself where W_V h stands: W_V = I.
+        hidden = torch.bmm(a_f, v["W_V_f_T"], out=w["hidden"])
+        torch.baddbmm(v["b_c"], a_c, v["W_O_c_T"], out=w["z_c"])
+        torch.baddbmm(v["b_f"], hidden, v["W_O_f_T"], out=w["z_f"])
+        dz = softmax(w["z"], -1, False, out=w["dz"])
+        p_target = dz.gather(-1, batch.targets)
+        dz.scatter_add_(-1, batch.targets, w["minus_one"])  # n_seq x dLoss/dlogits
+        dhidden = torch.bmm(w["dz_f"], v["W_O_f"], out=w["dhidden"])
+        if not self.fixed:  # n_seq x dLoss/da, read before W_O and W_V move
+            torch.bmm(w["dz_c"], v["W_O_c"], out=w["da_c"])
+            torch.bmm(dhidden, v["W_V_f"], out=w["da_f"])
+        # SGD, each learning rate folded into the gradient's product (alpha, or an operand).
+        if isinstance(lr_ov, torch.Tensor):
+            rate = (lr_ov / n_seq).view(-1, 1, 1)
+            v["W_O_c"].baddbmm_(w["dz_c_T"], a_c * rate[:k], alpha=-1.0)
+            v["W_O_f"].baddbmm_(w["dz_f_T"], hidden * rate[k:], alpha=-1.0)
+            v["W_V_f"].baddbmm_(w["dhidden_T"], a_f * rate[k:], alpha=-1.0)
+            p["b"].addcmul_(rate.view(-1, 1) * v["bias_mask"], dz.sum(1), value=-1.0)
+        else:
+            rate = lr_ov / n_seq
+            v["W_O_c"].baddbmm_(w["dz_c_T"], a_c, alpha=-rate)
+            v["W_O_f"].baddbmm_(w["dz_f_T"], hidden, alpha=-rate)
+            v["W_V_f"].baddbmm_(w["dhidden_T"], a_f, alpha=-rate)
+            p["b"].addcmul_(v["bias_mask"], dz.sum(1), value=-rate)
+        if not self.fixed:
+            da = w["da"]
+            dscores = (da - (a * da).sum(-1, keepdim=True)).mul_(a)  # n_seq/SCALE x dL/dscores
+            g_rows = torch.bmm(batch.class_onehot.transpose(1, 2), dscores)  # (E, 4, V)
+            # W_QK = W_Q^T W_K with gradient G on the query rows: dW_Q = W_K G^T, dW_K = W_Q G.
+            rate = (lr_qk * (SCALE / n_seq)).view(-1, 1, 1)
+            g_q = torch.bmm(p["W_K"], g_rows.transpose(1, 2))
+            p["W_K"].baddbmm_(v["W_Q_q"] * rate, g_rows, alpha=-1.0)
+            v["W_Q_q"].addcmul_(rate * v["qk_mask"], g_q, value=-1.0)
+        return p_target.squeeze(-1)

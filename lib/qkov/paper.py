@@ -232,8 +232,9 @@ def fig3_curves(p: dict) -> list[FixedAttentionCurve]:
     runs = fig3_runs(p["alphas"], p["epochs"], p["batches_per_epoch"], p["seed"], p["lr"])
     held_out = metrics.held_out_batches(p["seed"], 64, p["eval_batches"], per_class=True)
 
-    def measure(config, params, epoch):
-        return metrics.loss_sensitivity(params, held_out, config.model.fixed_alpha, p["d"])
+    def measure(configs, circuits, epoch):  # every run at once: one batched evaluation
+        return list(metrics.loss_sensitivity(
+            circuits, held_out, np.array([c.model.fixed_alpha for c in configs]), p["d"]))
 
     results = train(runs, progress=p["progress"], epoch_callback=measure, desc="paper-fig3",
                     workers=p["workers"])

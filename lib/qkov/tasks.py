@@ -122,24 +122,45 @@ def sample_classes(generator: torch.Generator, batch: int, per_class: bool = Fal
     return torch.randint(N_CLASSES, (batch,), generator=generator)
 
 
-def sample_tokens(generator: torch.Generator, batch: int, T: int, per_class: bool = False
-                  ) -> TokenBatch:
-    """Dense sequences of length T (context, query, target)."""
+def _draw(generator: torch.Generator, batch: int, T: int, per_class: bool, repeats: int = 1
+          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(classes, context tokens (rows, T-2)) of ``repeats`` consecutive batches.
+
+    One call draws what ``repeats`` calls of ``batch`` rows would (the generator is read in
+    the same order), so a stream can sample many batches at once.
+    """
     check_length(T)
-    classes = sample_classes(generator, batch, per_class)
+    if per_class:  # classes are not random: every batch holds ``batch`` of each in turn
+        classes = sample_classes(generator, batch, True).repeat(repeats)
+    else:
+        classes = sample_classes(generator, batch * repeats)
     # Every weight is a whole number of tenths (155 in all per class), so a uniform slot
     # among 155 looked up in a table is an exact draw, and far faster than multinomial.
     slots = torch.randint(_SLOTS, (len(classes), T - 2), generator=generator)
-    context = _slot_tables()[classes.unsqueeze(1), slots]
+    context = torch.take(_slot_tables(), slots.add_(classes.unsqueeze(1) * _SLOTS))
+    return classes, context
+
+
+def sample_tokens(generator: torch.Generator, batch: int, T: int, per_class: bool = False
+                  ) -> TokenBatch:
+    """Dense sequences of length T (context, query, target)."""
+    classes, context = _draw(generator, batch, T, per_class)
     tokens = torch.cat([context, query_token(classes)[:, None], target_token(classes)[:, None]],
                        dim=1)
     return TokenBatch(classes, tokens)
 
 
+def _counts(classes: torch.Tensor, context: torch.Tensor) -> CountBatch:
+    counts = torch.zeros(len(classes), VOCAB)
+    counts.scatter_add_(1, context, torch.ones(context.shape))
+    counts[torch.arange(len(classes)), query_token(classes)] += 1.0
+    return CountBatch(classes, counts)
+
+
 def sample_counts(generator: torch.Generator, batch: int, T: int, per_class: bool = False
                   ) -> CountBatch:
     """The same distribution as :func:`sample_tokens`, as token counts (the same draws)."""
-    return sample_tokens(generator, batch, T, per_class).to_counts()
+    return _counts(*_draw(generator, batch, T, per_class))
 
 
 class DataStream:
@@ -169,17 +190,24 @@ class DataStream:
         return CountBatch(self._chunk.classes[i:i + self._rows],
                           self._chunk.counts[i:i + self._rows])
 
+    def chunk_at(self, k: int) -> CountBatch:
+        """The CHUNK batches from batch ``k`` on (``k`` a multiple of CHUNK), concatenated."""
+        if k % self.CHUNK:
+            raise ValueError(f"chunks start at multiples of {self.CHUNK}, not at batch {k}")
+        self.batch_at(k)
+        return self._chunk
+
+    @property
+    def rows(self) -> int:
+        """Sequences per batch."""
+        return self._rows
+
     @property
     def _rows(self) -> int:
         return self.batch * (N_CLASSES if self.per_class else 1)
 
     def _draw_chunk(self) -> None:
-        if self.per_class:
-            parts = [sample_counts(self._generator, self.batch, self.T, per_class=True)
-                     for _ in range(self.CHUNK)]
-            self._chunk = CountBatch(torch.cat([p.classes for p in parts]),
-                                     torch.cat([p.counts for p in parts]))
-        else:
-            self._chunk = sample_counts(self._generator, self.batch * self.CHUNK, self.T)
+        self._chunk = _counts(*_draw(self._generator, self.batch, self.T, self.per_class,
+                                     repeats=self.CHUNK))
         self._chunk_start = self._next_chunk
         self._next_chunk += self.CHUNK

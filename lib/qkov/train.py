@@ -5,8 +5,10 @@ its seed, the learning rates of the QK and the OV circuit, a constant multiplier
 ramp on the QK rate, epochs of ``batches_per_epoch`` fresh batches, an optional early stop
 at a mean epoch loss. :func:`train` trains a list of them together:
 
-* members of the same group (QK and OV circuit kinds) are stacked into one
-  :class:`~qkov.models.Ensemble` and updated by one batched computation per step;
+* all members (all four parameterizations; fixed-attention members apart) are stacked
+  into one :class:`~qkov.models.Ensemble` and updated by one batched computation per step;
+* data are drawn and laid out for all members once every ``tasks.DataStream.CHUNK``
+  steps, so a step costs a handful of batched operations and no Python loop over members;
 * every member's data come from the stream of its own (seed, T, batch size): members with
   the same seed see the same batches (configurations are compared on paired data), and a
   member's result depends only on its own seed and configuration, not on the ensemble;
@@ -25,6 +27,7 @@ import torch
 from tqdm import tqdm
 
 from . import tasks
+from . import models
 from .models import Ensemble, ModelSpec
 
 
@@ -84,6 +87,10 @@ class RunConfig:
         return self.epochs * self.batches_per_epoch
 
     @property
+    def rows_per_batch(self) -> int:
+        return self.batch_size * (tasks.N_CLASSES if self.per_class_batches else 1)
+
+    @property
     def stream_key(self) -> tuple:
         return self.seed, self.T, self.batch_size, self.per_class_batches
 
@@ -108,19 +115,27 @@ class RunResult:
 
 
 class _Group:
-    """The live members of one ensemble group and their per-member training state."""
+    """The live members of one ensemble and their per-member training state."""
 
     def __init__(self, configs: list[RunConfig], ids: list[int]):
-        self.configs = configs
-        self.ids = torch.tensor(ids)
+        order = models.ensemble_order([c.model for c in configs])
+        self.configs = [configs[i] for i in order]
+        self.ids = torch.tensor([ids[i] for i in order])
         generators = [torch.Generator().manual_seed(derived_seed(c.seed, "init"))
-                      for c in configs]
-        self.ensemble = Ensemble([c.model for c in configs], generators)
-        self.lr_qk = torch.tensor([c.lr_qk for c in configs])
-        self.ramp_start = torch.tensor([float(c.qk_ramp[0]) for c in configs])
+                      for c in self.configs]
+        self.ensemble = Ensemble([c.model for c in self.configs], generators)
+        self.lr_qk = torch.tensor([c.lr_qk for c in self.configs])
+        self.ramp_start = torch.tensor([float(c.qk_ramp[0]) for c in self.configs])
         self.ramp_slope = torch.tensor([(c.qk_ramp[1] - c.qk_ramp[0]) / c.steps
-                                        for c in configs])
-        self.lr_ov = torch.tensor([c.lr_ov for c in configs])
+                                        for c in self.configs])
+        self.lr_ov = torch.tensor([c.lr_ov for c in self.configs])
+        self.chunk = None  # this chunk's data and QK rates, laid out per member
+        self._refresh()
+        self.losses = []  # this chunk's steps so far: probabilities of the correct token
+
+    def epoch_ends(self, t: int) -> bool:
+        """Whether some member ends an epoch after ``t`` steps."""
+        return any(t % b == 0 for b in self.epoch_lengths)
 
     def keep(self, positions: list[int]) -> None:
         index = torch.tensor(positions, dtype=torch.long)
@@ -129,21 +144,61 @@ class _Group:
         self.ensemble.keep(index)
         for name in ("lr_qk", "ramp_start", "ramp_slope", "lr_ov"):
             setattr(self, name, getattr(self, name)[index])
+        self._refresh()
+        if self.chunk is not None:
+            batches, lr_qk = self.chunk
+            self.chunk = [b.select(index) for b in batches], [lr[index] for lr in lr_qk]
 
-    def step(self, t: int, counts, classes, log_counts) -> torch.Tensor:
-        losses, grads = self.ensemble.loss_and_grads(counts, classes, log_counts)
-        lr_qk = self.lr_qk * (self.ramp_start + self.ramp_slope * t)
-        self.ensemble.apply(grads, lr_qk, self.lr_ov)
-        return losses
+    def _refresh(self):
+        self.epoch_lengths = sorted({c.batches_per_epoch for c in self.configs})
+        shared = len(self.lr_ov) and bool((self.lr_ov == self.lr_ov[0]).all())
+        self.step_lr_ov = float(self.lr_ov[0]) if shared else self.lr_ov  # one: cheaper
+
+    def load_chunk(self, t0: int, drawn: list[tasks.CountBatch], member_streams: list[int]
+                   ) -> None:
+        """Data of the steps t0, t0+1, ... of a chunk: ``drawn[s]`` is stream s's chunk,
+        ``member_streams`` the stream of each member. What depends on the data alone (log
+        counts, one-hot classes) is computed once per stream, then laid out per member."""
+        chunk, rows = tasks.DataStream.CHUNK, self.configs[0].rows_per_batch
+        per_stream = {}
+        for s in member_streams:
+            if s not in per_stream:
+                counts = drawn[s].counts.view(chunk, rows, -1)
+                classes = drawn[s].classes.view(chunk, rows)
+                per_stream[s] = (counts, classes) if self.ensemble.fixed else \
+                    models.EnsembleBatch.from_counts(counts, classes)
+        if self.ensemble.fixed:  # attention depends on each member's alpha
+            batch = self.ensemble.batch(*(torch.stack([per_stream[s][j] for s in member_streams],
+                                                      1) for j in (0, 1)))
+        else:
+            batch = models.EnsembleBatch(*(
+                torch.stack([getattr(per_stream[s], name) for s in member_streams], 1)
+                for name in ("log_counts", "class_onehot", "targets")))
+        t = torch.arange(t0, t0 + chunk, dtype=torch.float32).unsqueeze(1)
+        lr_qk = self.lr_qk * (self.ramp_start + self.ramp_slope * t)  # (K, E)
+        # One object per step, made here at once (unbind: K views in one call).
+        fields = [None if x is None else x.unbind(0) for x in
+                  (batch.log_counts, batch.class_onehot, batch.targets, batch.attention)]
+        self.chunk = ([models.EnsembleBatch(*(None if f is None else f[j] for f in fields))
+                       for j in range(chunk)], lr_qk.unbind(0))
+
+    def step(self, k: int) -> torch.Tensor:
+        """Step k of the loaded chunk; the members' probabilities of the correct token
+        before it (E, B)."""
+        batches, lr_qk = self.chunk
+        return self.ensemble.step(batches[k], lr_qk[k], self.step_lr_ov)
 
 
 def train(configs: list[RunConfig], progress: bool = True, epoch_callback=None,
           desc: str = "training", workers: int = 1) -> list[RunResult]:
     """Train every run in ``configs`` together; results in the same order.
 
-    ``epoch_callback(config, params, epoch)`` (optional) is called for each run after each
-    of its epochs (and once before training, with epoch 0) with that member's parameters;
-    what it returns is kept in ``RunResult.epoch_callback_values``.
+    ``epoch_callback(configs, circuits, epoch)`` (optional) is called after every epoch (and
+    once before training, with epoch 0) for the runs that have just completed that epoch,
+    all at once: ``circuits`` holds their effective ``W_QK`` (absent for fixed attention),
+    ``W_OV`` and ``b`` stacked in the order of ``configs``, so that a measurement of many
+    runs is one batched computation. It returns one value per run, kept in
+    ``RunResult.epoch_callback_values``.
 
     ``workers > 1`` splits the runs over that many processes (one torch thread each). The
     per-step work on these small tensors is dominated by per-operation overhead, which one
@@ -163,16 +218,25 @@ def train(configs: list[RunConfig], progress: bool = True, epoch_callback=None,
 
 
 def _split(configs: list[RunConfig], parts: int) -> list[list[int]]:
-    """Indices of ``configs`` in ``parts`` groups of about equal work (longest first)."""
-    def cost(c):  # a factorized OV circuit does about twice the matrix work
-        return c.steps * (2 if c.model.ov == "factorized" else 1)
+    """Indices of ``configs`` in ``parts`` groups of about equal work (longest first).
 
-    loads = [0.0] * parts
+    Runs that read the same data stream stay together where the work allows, so that each
+    process draws only the streams of its own runs.
+    """
+    by_stream = defaultdict(list)
+    for i, c in enumerate(configs):
+        by_stream[c.stream_key].append(i)
+    units = list(by_stream.values())
+    if len(units) < parts:  # too few streams to balance: split by run
+        units = [[i] for i in range(len(configs))]
+    cost = lambda unit: sum(configs[i].steps for i in unit)  # noqa: E731
+
+    loads = [0] * parts
     groups = [[] for _ in range(parts)]
-    for i in sorted(range(len(configs)), key=lambda i: -cost(configs[i])):
+    for unit in sorted(units, key=lambda u: -cost(u)):
         k = loads.index(min(loads))
-        groups[k].append(i)
-        loads[k] += cost(configs[i])
+        groups[k] += unit
+        loads[k] += cost(unit)
     return [sorted(g) for g in groups if g]
 
 
@@ -207,80 +271,91 @@ def _train_in_processes(configs, progress, epoch_callback, desc, workers):
 
 def _train_together(configs, progress, epoch_callback, desc, position=0):
     streams = {}
-    stream_of = []
     for c in configs:
         if c.stream_key not in streams:
             seed, T, batch, per_class = c.stream_key
             streams[c.stream_key] = tasks.DataStream(derived_seed(seed, "data"), T, batch,
                                                      per_class)
-        stream_of.append(list(streams).index(c.stream_key))
     stream_list = list(streams.values())
-    stream_of = torch.tensor(stream_of)
+    stream_of = torch.tensor([list(streams).index(c.stream_key) for c in configs])
 
-    by_group = defaultdict(list)
+    by_group = defaultdict(list)  # members of one ensemble share attention kind and batch shape
     for i, c in enumerate(configs):
-        by_group[c.model.group].append(i)
+        by_group[c.model.qk == models.FIXED_ATTENTION, c.rows_per_batch].append(i)
     groups = [_Group([configs[i] for i in ids], ids) for ids in by_group.values()]
 
     n = len(configs)
     epoch_sum = torch.zeros(n, dtype=torch.float64)
-    nonfinite = torch.zeros(n, dtype=torch.long)
+    first_nonfinite = torch.full((n,), -1, dtype=torch.long)  # step of the first bad loss
     histories = [[] for _ in range(n)]
     callback_values = [[] for _ in range(n)]
     results: list[RunResult | None] = [None] * n
 
-    def call_back(group, position, epoch):
-        if epoch_callback is not None:
-            i = int(group.ids[position])
-            value = epoch_callback(configs[i], group.ensemble.member(position), epoch)
-            callback_values[i].append(value)
+    def call_back(group, positions, epoch):
+        if epoch_callback is not None and positions:
+            values = epoch_callback([group.configs[k] for k in positions],
+                                    group.ensemble.circuits(torch.tensor(positions)), epoch)
+            for k, value in zip(positions, values, strict=True):
+                callback_values[int(group.ids[k])].append(value)
 
     for group in groups:
-        for position in range(len(group.configs)):
-            call_back(group, position, 0)
+        call_back(group, list(range(len(group.configs))), 0)
 
     total_steps = max(c.steps for c in configs)
     bar = tqdm(total=total_steps, desc=desc, disable=not progress, mininterval=2.0,
                unit="step", position=position)
+    chunk = tasks.DataStream.CHUNK
     t = 0
     while groups:
-        batches = [stream.batch_at(t) for stream in stream_list]
-        counts = torch.stack([b.counts for b in batches])
-        classes = torch.stack([b.classes for b in batches])
-        log_counts = torch.log(counts)
+        if t % chunk == 0:  # draw the next CHUNK batches of every stream, lay them out per member
+            drawn = [stream.chunk_at(t) for stream in stream_list]
+            for group in groups:
+                group.load_chunk(t, drawn, stream_of[group.ids].tolist())
+                group.losses = []
         for group in groups:
-            rows = stream_of[group.ids]
-            losses = group.step(t, counts[rows], classes[rows], log_counts[rows])
-            epoch_sum.index_add_(0, group.ids, losses.double())
-            nonfinite.index_add_(0, group.ids, (~torch.isfinite(losses)).long())
+            group.losses.append(group.step(t % chunk))
         t += 1
         bar.update(1)
 
         for group in groups:
+            at_epoch_end = [k for k, c in enumerate(group.configs)
+                            if t % c.batches_per_epoch == 0] if group.epoch_ends(t) else []
+            if not (at_epoch_end or t % chunk == 0):
+                continue
+            # Sum this chunk's losses into the epoch sums; note where a loss turned non-finite.
+            losses = models.mean_losses(torch.stack(group.losses))  # (steps, E)
+            group.losses = []
+            epoch_sum.index_add_(0, group.ids, losses.double().sum(0))
+            bad = ~torch.isfinite(losses)
+            first = t - len(losses) + bad.int().argmax(0)
+            newly = bad.any(0) & (first_nonfinite[group.ids] < 0)
+            first_nonfinite[group.ids] = torch.where(newly, first, first_nonfinite[group.ids])
+
             finished = []
-            for position, c in enumerate(group.configs):
-                if t % c.batches_per_epoch:
-                    continue
-                i = int(group.ids[position])
-                if nonfinite[i] > 0:
+            for k in at_epoch_end:
+                c, i = group.configs[k], int(group.ids[k])
+                if first_nonfinite[i] >= 0:
                     bar.close()
                     # Once the loss is non-finite the weights are too, and it stays so.
-                    first = t - int(nonfinite[i]) + 1
+                    step = int(first_nonfinite[i]) + 1
                     raise TrainingDiverged(
-                        f"run {c.name!r} diverged: non-finite loss from step {first} "
-                        f"(epoch {t // c.batches_per_epoch}, batch "
-                        f"{(first - 1) % c.batches_per_epoch + 1}); lower its learning rates"
+                        f"run {c.name!r} diverged: non-finite loss from step {step} "
+                        f"(epoch {(step - 1) // c.batches_per_epoch + 1}, batch "
+                        f"{(step - 1) % c.batches_per_epoch + 1}); lower its learning rates"
                     )
-                mean = float(epoch_sum[i]) / c.batches_per_epoch
+                histories[i].append(float(epoch_sum[i]) / c.batches_per_epoch)
                 epoch_sum[i] = 0.0
-                histories[i].append(mean)
-                epoch = len(histories[i])
-                call_back(group, position, epoch)
+            for epoch in sorted({len(histories[int(group.ids[k])]) for k in at_epoch_end}):
+                call_back(group, [k for k in at_epoch_end
+                                  if len(histories[int(group.ids[k])]) == epoch], epoch)
+            for k in at_epoch_end:
+                c, i = group.configs[k], int(group.ids[k])
+                mean, epoch = histories[i][-1], len(histories[i])
                 stop = c.early_stop_loss is not None and mean <= c.early_stop_loss
                 if stop or epoch == c.epochs:
                     results[i] = RunResult(c, np.array(histories[i]), stop and epoch < c.epochs,
-                                           group.ensemble.member(position), callback_values[i])
-                    finished.append(position)
+                                           group.ensemble.member(k), callback_values[i])
+                    finished.append(k)
             if finished:
                 group.keep([k for k in range(len(group.configs)) if k not in finished])
         groups = [g for g in groups if len(g.configs)]
