@@ -16,6 +16,33 @@ def test_fig2_has_eight_panels_of_five_seeds_at_paper_scale():
     assert sum(r.steps for r in runs) == 5 * 3_450_000
 
 
+# Paper-spec section 3, panel by panel: (parameterization, QK init, OV init, epochs, batches
+# per epoch, lr_qk, QK ramp, T, early stop). Typed from the spec, not from qkov.paper, so a
+# drift of either shows here.
+SPEC_TABLE = {
+    "FAFO": ("FAFO", "default", "identity", 2500, 250, 0.01, (1.0, 1.0), 64, 1e-3),
+    "FACO": ("FACO", "identity", "identity", 2500, 250, 0.01, (1.0, 1.0), 64, 1e-3),
+    "CAFO": ("CAFO", "identity", "identity", 5000, 200, 0.01, (1.0, 1.0), 64, 1e-3),
+    "CACO": ("CACO", "default", "default", 2500, 200, 0.01, (1.0, 1.0), 64, 1e-3),
+    "FAFO-qk20x": ("FAFO", "identity", "identity", 1000, 100, 0.2, (1.0, 1.0), 64, 1e-3),
+    "FAFO-ramp40x": ("FAFO", "identity", "identity", 2000, 100, 0.01, (1.0, 40.0), 64, None),
+    "CACO-qk5x": ("CACO", "default", "default", 2000, 100, 0.05, (1.0, 1.0), 128, None),
+    "CACO-ramp10x": ("CACO", "default", "default", 2000, 100, 0.01, (1.0, 10.0), 128, None),
+}
+
+
+def test_fig2_panels_follow_the_spec_table():
+    assert [p.key for p in paper.FIG2_PANELS] == list(SPEC_TABLE)
+    for panel in paper.FIG2_PANELS:
+        t = panel.template
+        got = (t.model.parameterization, t.model.qk_init, t.model.ov_init, t.epochs,
+               t.batches_per_epoch, t.lr_qk, t.qk_ramp, t.T, t.early_stop_loss)
+        assert got == SPEC_TABLE[panel.key], panel.key
+        assert t.lr_ov == 0.01 and t.batch_size == 32 and t.model.init_scale == 1e-6
+        assert not t.model.ov_bias and t.model.fixed_alpha is None
+        assert ("T = 128" in panel.title) == (t.T == 128), panel.title
+
+
 def test_fig3_trains_the_ov_circuit_only_under_fixed_attention():
     runs = paper.fig3_runs()
     assert len(runs) == 10
