@@ -218,25 +218,29 @@ def train(configs: list[RunConfig], progress: bool = True, epoch_callback=None,
 
 
 def _split(configs: list[RunConfig], parts: int) -> list[list[int]]:
-    """Indices of ``configs`` in ``parts`` groups of about equal work (longest first).
+    """Indices of ``configs`` in ``parts`` groups of about equal work.
 
-    Runs that read the same data stream stay together where the work allows, so that each
-    process draws only the streams of its own runs.
+    Runs that read the same data stream stay together where they can, so that each process
+    draws only the streams of its own runs: whole streams are dealt out longest first, then
+    single runs move from the fullest group to the emptiest until their sizes differ by at
+    most one (a step's cost grows with the number of runs in it).
     """
     by_stream = defaultdict(list)
     for i, c in enumerate(configs):
         by_stream[c.stream_key].append(i)
-    units = list(by_stream.values())
-    if len(units) < parts:  # too few streams to balance: split by run
-        units = [[i] for i in range(len(configs))]
     cost = lambda unit: sum(configs[i].steps for i in unit)  # noqa: E731
-
     loads = [0] * parts
     groups = [[] for _ in range(parts)]
-    for unit in sorted(units, key=lambda u: -cost(u)):
+    for unit in sorted(by_stream.values(), key=lambda u: -cost(u)):
         k = loads.index(min(loads))
         groups[k] += unit
         loads[k] += cost(unit)
+    while True:
+        full = max(groups, key=len)
+        empty = min(groups, key=len)
+        if len(full) - len(empty) <= 1:
+            break
+        empty.append(full.pop(min(range(len(full)), key=lambda j: configs[full[j]].steps)))
     return [sorted(g) for g in groups if g]
 
 
