@@ -131,3 +131,30 @@ def test_math_renders_offline_in_a_browser(html, tmp_path, chapter):
 def test_figure_page_renders_in_a_browser(html, tmp_path):
     dom = rendered_dom(html / FIGURES["paper-fig4"], tmp_path)
     assert 'id="paper-fig4"' in dom and "<mjx-container" in dom
+
+
+def test_reproducibility_page_shows_the_measured_records(html):
+    """The timings and speed-ups on the page are the JSON records', rendered at build time."""
+    import json
+
+    from qkov import book
+
+    text = (html / "book" / "reproduce.html").read_text()
+    for kind, rows_of in book.RECORD_KINDS.items():
+        record = json.loads((book.RECORDS / f"{kind}.json").read_text())
+        _, rows, note = rows_of(record)
+        for row in rows:
+            for cell in row:
+                assert cell.replace("&", "&amp;") in text, (kind, cell)
+        assert record["date"] in text
+
+
+def test_a_malformed_record_is_named():
+    from qkov import book
+
+    with pytest.raises(KeyError):
+        book.trainer_speed_rows({"date": "2026-01-01"})
+    record = {"date": "d", "machine": "m", "total_wall_time_s": 1.0,
+              "figures": {"paper-fig4": {"wall_time_s": 2.0, "commit": "abcdef0123456"}}}
+    _, rows, _ = book.figures_run_rows(record)
+    assert rows == [["paper-fig4", "2 s", "abcdef0123"], ["make figures, from scratch", "1 s", ""]]
