@@ -34,7 +34,8 @@ def test_heatmap_is_a_percentage_table(held_out):
 
 
 def test_heatmap_bins_put_certainty_in_the_top_corner():
-    ev = metrics.Evaluation(np.array([1.0, 0.1]), np.array([1.0, 0.1]), 0.0, 1.0)
+    ev = metrics.Evaluation(np.array([1.0, 0.1]), np.array([1.0, 0.1]), 0.0, 1.0,
+                            np.array([0.1, -0.1]))
     h = ev.heatmap()
     assert h[4, 4] == 50 and h[0, 0] == 50
 
@@ -54,3 +55,47 @@ def test_trained_ov_circuit_feels_pressure_to_sharpen(held_out):
     loss, pressure = metrics.loss_sensitivity(result.params, held_out, 0.4)
     assert loss < np.log(50) and pressure > 0
     assert metrics.loss_sensitivity(result.params, held_out, 1.0)[1] == 0.0
+
+
+def test_separability_on_a_hand_made_sequence():
+    # Class 0: distinct tokens 10-19. Tokens 0 (x2), 5 (x1), 10 (x1), 11 (x2) are present.
+    counts = torch.zeros(1, tasks.VOCAB)
+    counts[0, [0, 5, 10, 11]] = torch.tensor([2.0, 1.0, 1.0, 2.0])
+    attention = torch.zeros(1, tasks.VOCAB)  # mass per token, shared by its positions
+    attention[0, [0, 5, 10, 11]] = torch.tensor([0.2, 0.1, 0.3, 0.4])
+    # per position: token 0 -> 0.1, 5 -> 0.1, 10 -> 0.3, 11 -> 0.2; max distinct 0.3 - min common 0.1
+    value = metrics.separability(attention, counts, torch.tensor([0]))
+    assert value.item() == pytest.approx(0.2)
+    assert torch.isnan(metrics.separability(attention, counts, torch.tensor([1]))).all()
+
+
+def test_class_identifying_attention_adds_the_query_token():
+    attention = torch.zeros(2, tasks.VOCAB)
+    attention[:, 5] = 0.25  # query token of class 0
+    attention[:, 6] = 0.5  # query token of class 1
+    attention[:, 12] = 0.25  # a distinct token of class 0
+    value = metrics.attention_on_class_identifying(attention, torch.tensor([0, 1]))
+    assert value.tolist() == pytest.approx([0.5, 0.5])
+
+
+def test_batched_measures_equal_one_model_at_a_time(held_out):
+    specs = [models.ModelSpec("CACO"), models.ModelSpec("FAFO", qk_init="default")]
+    ensemble = models.Ensemble(specs, [torch.Generator().manual_seed(s) for s in (1, 2)])
+    ensemble.params["W_K"][0, :, 10:] += 30.0  # CACO: all queries attend to tokens 10-49
+    batched = metrics.learned_attention_measures(ensemble.circuits(), held_out.counts,
+                                                 held_out.classes)
+    for k, spec in enumerate(specs):
+        one = metrics.evaluate(ensemble.member(k), spec, held_out)
+        _, attention = models.count_logits(ensemble.member(k), held_out.counts,
+                                           held_out.classes)
+        identifying = metrics.attention_on_class_identifying(attention, held_out.classes)
+        assert batched[k] == pytest.approx([one.loss, one.attention.mean(),
+                                            identifying.mean().item()], rel=1e-5)
+    assert batched[0, 1] > 0.9 and batched[1, 1] < 0.5  # the two models differ
+
+
+def test_seed_interval_is_the_student_t_interval():
+    mean, half = metrics.seed_interval([1.0, 2.0, 3.0, 4.0, 5.0])
+    # t(0.975, 4) = 2.7764; sample std sqrt(2.5); n = 5
+    assert mean == 3.0 and half == pytest.approx(2.7764451 * np.sqrt(2.5) / np.sqrt(5))
+    assert np.isnan(metrics.seed_interval([2.0])[1])

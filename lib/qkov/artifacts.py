@@ -121,12 +121,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def write_table(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Write ``rows`` (flat records with the same keys) as CSV, atomically."""
-    if not rows:
+def write_table(path: Path, rows: Sequence[Mapping[str, Any]],
+                columns: Sequence[str] | None = None) -> None:
+    """Write ``rows`` (flat records with the same keys) as CSV, atomically. ``columns``: the
+    header, needed only where there may be no rows (then the file holds just the header)."""
+    if not rows and columns is None:
         raise ValueError(f"no rows to write to {path}")
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=list(columns or rows[0]), lineterminator="\n")
     writer.writeheader()
     for row in rows:
         writer.writerow({k: repr(v) if isinstance(v, float) else v for k, v in _plain(row).items()})

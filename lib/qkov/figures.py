@@ -183,8 +183,54 @@ def heatmap_panels(summaries, statistic: str = "mean"):
     return fig
 
 
+PANEL_COLORS = ("#d95f02", "#1b9e77", "#7570b3", "#444444")  # four panels of a Fig. 2 row
+
+
+def matched_loss_panels(rows, panel_keys, uniform_share: float | None = None):
+    """paper-fig2 trajectories: attention against held-out loss during training, per panel.
+
+    ``rows``: :func:`qkov.paper.matched_loss_curves`; ``panel_keys``: the panels in Fig. 2's
+    order (two rows of four). Columns: Fig. 2's rows; rows: attention on distinct tokens, on
+    class-identifying tokens. Lines: mean over seeds; bands: +- one std over seeds. The loss
+    axis runs from high to low, the direction of training. ``uniform_share``: a dotted line
+    at the distinct tokens' share of uniform attention (top row).
+    """
+    measures = (("attention_distinct", "attention on distinct tokens"),
+                ("attention_class", "attention on class-identifying tokens"))
+    with house_style():
+        fig = new_figure(figsize=(12, 7.2))
+        axes = fig.subplots(2, 2, sharex=True, sharey=True)
+        for col in range(2):
+            for k, key in enumerate(panel_keys[4 * col:4 * col + 4]):
+                mine = [row for row in rows if row["panel"] == key]
+                loss = np.array([row["loss"] for row in mine])
+                for ax, (name, _) in zip(axes[:, col], measures):
+                    mean = np.array([row[f"{name}_mean"] for row in mine])
+                    std = np.array([row[f"{name}_std"] for row in mine])
+                    ax.plot(loss, mean, color=PANEL_COLORS[k], label=key)
+                    ax.fill_between(loss, mean - std, mean + std, color=PANEL_COLORS[k],
+                                    alpha=0.2, lw=0)
+            axes[0, col].set_title(f"({'ab'[col]}) Fig. 2 row {col + 1}: "
+                                   "attention on distinct tokens")
+            axes[1, col].set_title(f"({'cd'[col]}) row {col + 1}: attention on "
+                                   "class-identifying tokens")
+            axes[1, col].set_xlabel("held-out loss (training runs left to right)")
+            axes[0, col].legend(fontsize=9, loc="upper left")
+        for ax in axes[0] if uniform_share is not None else ():
+            ax.axhline(uniform_share, color="k", lw=0.8, ls=":")
+        for ax in axes.flat:
+            ax.set_xscale("log")
+            ax.set_ylim(0, 1.02)
+        axes[0, 0].invert_xaxis()  # shared: all four panels
+        for ax, (_, label) in zip(axes[:, 0], measures):
+            ax.set_ylabel(label.replace("attention on ", "attention: "))
+    return fig
+
+
 def fixed_attention_curves(curves):
-    """Paper Fig. 3: loss L_t(alpha) and sensitivity per OV parameterization over epochs."""
+    """Paper Fig. 3: loss L_t(alpha) and sensitivity per OV parameterization over epochs
+    (epoch axis linear up to 10 and logarithmic after, so that the early dip of the
+    sensitivity below zero shows next to the late course)."""
     ovs = list(dict.fromkeys(c.ov for c in curves))
     alphas = sorted({c.alpha for c in curves})
     colors = dict(zip(alphas, ratio_colors(alphas)))
@@ -201,7 +247,15 @@ def fixed_attention_curves(curves):
             axes[0, col].set_title(f"({'ab'[col]}) {ov} OV: loss $L_t(\\alpha)$")
             axes[1, col].set_title(f"({'cd'[col]}) {ov} OV: "
                                    r"$(L_t(\alpha) - L_t(\alpha + \delta)) / \delta$")
-            axes[1, col].set_xlabel("epoch")
+            axes[1, col].set_xlabel("epoch (linear up to 10, logarithmic after)")
+            axes[1, col].axhline(0.0, color="k", lw=0.8)  # below it, sharper would be worse
+            for ax in axes[:, col]:  # the first epochs, where the sensitivity can dip, visible
+                ax.set_xscale("symlog", linthresh=10, linscale=0.6)
+                ax.set_xlim(0, len(c.losses) - 1)
+                ticks = [t for t in (0, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+                         if t <= len(c.losses) - 1]
+                ax.set_xticks(ticks, [str(t) for t in ticks])
+                ax.minorticks_off()
         axes[0, 0].legend(title="fixed attention")
     return fig
 
@@ -283,14 +337,14 @@ def rescaling_panels(trajectories, rows, curves):
         axes[2].bar(x - 0.2, [row["alpha_at_loss"] for row in rows], 0.4,
                     color=[PARAMETERIZATION_COLORS[n] for n in names],
                     label=rf"predicted $\alpha$ at $L = {rows[0]['matched_loss']:g}$")
-        axes[2].bar(x + 0.2, [row["measured_attention_mean"] for row in rows], 0.4,
-                    yerr=[row["measured_attention_mean_std"] for row in rows], capsize=3,
+        axes[2].bar(x + 0.2, [row["measured_attention"] for row in rows], 0.4,
+                    yerr=[row["measured_attention_std"] for row in rows], capsize=3,
                     color="white", edgecolor=[PARAMETERIZATION_COLORS[n] for n in names],
-                    hatch="//", label="measured, paper-fig2 (mean over seeds)")
+                    hatch="//", label="paper-fig2 at the same held-out loss (mean, std)")
         axes[2].set_xticks(x, names)
         axes[2].set_ylim(0, 1.32)  # room for the legend above the bars
         axes[2].set_yticks(np.linspace(0, 1, 6))
-        axes[2].set_title("(c) sharpness: prediction and Fig. 2 training")
+        axes[2].set_title("(c) sharpness at equal loss: prediction, Fig. 2 training")
         axes[2].set_ylabel("attention on relevant tokens")
         axes[2].legend(fontsize=8, loc="upper left")
     return fig

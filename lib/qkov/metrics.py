@@ -1,12 +1,14 @@
 """What the figures measure: attention on distinct tokens, probability of the correct token,
-the 2-D heatmap over held-out sequences, loss and accuracy, and for fixed attention the
-loss sensitivity to sharper attention (paper Fig. 3)."""
+the 2-D heatmap over held-out sequences, loss and accuracy, the separability of attention,
+seed intervals, and for fixed attention the loss sensitivity to sharper attention (paper
+Fig. 3)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.stats
 import torch
 
 from . import models, tasks
@@ -18,6 +20,43 @@ HEATMAP_BINS = np.linspace(0.0, 1.0, 6)  # bins of 0.2 on both axes
 def attention_on_distinct(attention: torch.Tensor, classes: torch.Tensor) -> torch.Tensor:
     """Attention mass (from the query position) on the class's distinct tokens: (..., B)."""
     return (attention * tasks.distinct_mask()[classes]).sum(-1)
+
+
+def attention_on_class_identifying(attention: torch.Tensor, classes: torch.Tensor
+                                    ) -> torch.Tensor:
+    """Attention mass on the tokens that identify the class: its distinct tokens and the
+    query token 5+c, which is a common token and also occurs in the context: (..., B)."""
+    query = tasks.query_token(classes).unsqueeze(-1).expand(*attention.shape[:-1], 1)
+    return attention_on_distinct(attention, classes) + attention.gather(-1, query).squeeze(-1)
+
+
+def separability(attention: torch.Tensor, counts: torch.Tensor, classes: torch.Tensor
+                 ) -> torch.Tensor:
+    """The authors' separability diagnostic per sequence: the largest attention weight of a
+    position holding a distinct token minus the smallest weight of a position holding a
+    common token (positions, not tokens: a token's mass is shared by its occurrences).
+
+    Positive where at least one distinct-token position outweighs the least-attended common
+    one; NaN for a sequence without distinct tokens. attention, counts (..., B, V).
+    """
+    present = counts > 0
+    per_position = attention / counts.clamp_min(1)
+    distinct = tasks.distinct_mask()[classes] & present
+    common = ~tasks.distinct_mask()[classes] & present
+    top = torch.where(distinct, per_position, -torch.inf).amax(-1)
+    bottom = torch.where(common, per_position, torch.inf).amin(-1)
+    return torch.where(distinct.any(-1), top - bottom, torch.nan)
+
+
+def seed_interval(values, level: float = 0.95) -> tuple[float, float]:
+    """Mean over seeds and the half-width of its ``level`` Student-t interval (ddof = 1);
+    the half-width is NaN for a single seed."""
+    values = np.asarray(values, dtype=float)
+    mean = float(values.mean())
+    if len(values) < 2:
+        return mean, float("nan")
+    t = scipy.stats.t.ppf(0.5 + level / 2, len(values) - 1)
+    return mean, float(t * values.std(ddof=1) / np.sqrt(len(values)))
 
 
 def probability_correct(logits: torch.Tensor, classes: torch.Tensor) -> torch.Tensor:
@@ -33,6 +72,7 @@ class Evaluation:
     probability: np.ndarray  # probability of the correct next token, per sequence
     loss: float
     accuracy: float
+    separability: np.ndarray  # per sequence, see :func:`separability`
 
     def heatmap(self) -> np.ndarray:
         """(5, 5) percent of sequences; rows: probability bins (low to high), columns:
@@ -60,7 +100,31 @@ def evaluate(params: dict, spec: models.ModelSpec, batch: tasks.CountBatch) -> E
     loss = torch.nn.functional.cross_entropy(logits, targets).item()
     accuracy = (logits.argmax(-1) == targets).float().mean().item()
     return Evaluation(attention_on_distinct(attention, batch.classes).numpy(),
-                      probability_correct(logits, batch.classes).numpy(), loss, accuracy)
+                      probability_correct(logits, batch.classes).numpy(), loss, accuracy,
+                      separability(attention, batch.counts, batch.classes).numpy())
+
+
+@torch.no_grad()
+def learned_attention_measures(circuits: dict, counts: torch.Tensor, classes: torch.Tensor
+                               ) -> np.ndarray:
+    """Held-out loss, mean attention on distinct tokens and mean attention on
+    class-identifying tokens of E models at once: (E, 3).
+
+    ``circuits``: effective ``W_QK``, ``W_OV``, ``b`` stacked as
+    :meth:`qkov.models.Ensemble.circuits` gives them (learned attention only); ``counts``
+    (N, V) and ``classes`` (N,) for all models, or (E, N, V) and (E, N), one set per model.
+    """
+    E = len(circuits["W_QK"])
+    counts, classes = counts.expand(E, *counts.shape[-2:]), classes.expand(E, classes.shape[-1])
+    queries = tasks.query_token(classes).unsqueeze(-1).expand(*classes.shape, models.V)
+    rows = torch.gather(circuits["W_QK"], 1, queries)  # (E, N, V): each query's row
+    attention = torch.softmax(rows * models.SCALE + torch.log(counts), -1)
+    logits = attention @ circuits["W_OV"].transpose(1, 2) + circuits["b"].unsqueeze(1)
+    targets = tasks.target_token(classes).unsqueeze(-1)
+    loss = (torch.logsumexp(logits, -1) - logits.gather(-1, targets).squeeze(-1)).mean(1)
+    return torch.stack([loss, attention_on_distinct(attention, classes).mean(1),
+                        attention_on_class_identifying(attention, classes).mean(1)],
+                       1).double().numpy()
 
 
 def heatmap_mean_std(heatmaps: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+import torch
 
-from . import metrics
+from . import artifacts, metrics, models
 from . import params as P
 from .models import ModelSpec
-from .train import RunConfig, train
+from .train import RunConfig, derived_seed, train
 
 SEEDS = (1234, 1235, 1236, 1237, 1238)
 EARLY_STOP_LOSS = 1e-3
@@ -91,16 +92,50 @@ def fig3_runs(alphas=FIG3_ALPHAS, epochs: int = 500, batches_per_epoch: int = 25
 
 # --- paper-fig2: train, evaluate, summarise ----------------------------------------------
 
-FIG2_PARAMETERS = ("seeds", "epochs_scale", "eval_batches", "workers", "progress",
-                   "artifacts_dir")
+FIG2_PARAMETERS = ("seeds", "epochs_scale", "eval_batches", "trajectory_batches", "workers",
+                   "progress", "artifacts_dir")
 
 
 def validate_fig2(p: dict) -> dict:
     return {
         "seeds": P.seed_list("seeds", p["seeds"]),
         "epochs_scale": P.number("epochs_scale", p["epochs_scale"], above=0, below=1 + 1e-12),
+        "trajectory_batches": P.integer("trajectory_batches", p["trajectory_batches"], 1),
         **run_options(p),
     }
+
+
+TRAJECTORY_DENSE_EPOCHS, TRAJECTORY_EVERY = 100, 10
+
+
+def fig2_train(p: dict):
+    """Train every panel and seed together; after every epoch (and before the first) measure
+    each run's held-out loss and attention on ``trajectory_batches`` batches of its own
+    held-out stream (the first batches of the set the heatmaps use), so that panels can be
+    compared at equal loss. The values land in ``RunResult.epoch_callback_values`` as
+    (epoch, loss, attention on distinct tokens, attention on class-identifying tokens), at
+    every epoch up to TRAJECTORY_DENSE_EPOCHS and every TRAJECTORY_EVERY-th after (None at
+    the others: late in training an epoch changes little, and each measurement costs time)."""
+    held_out = {}
+
+    def measure(configs, circuits, epoch):  # one batched evaluation of every run at once
+        if epoch > TRAJECTORY_DENSE_EPOCHS and epoch % TRAJECTORY_EVERY:
+            return [None] * len(configs)
+        for c in configs:
+            if (c.seed, c.T) not in held_out:
+                held_out[c.seed, c.T] = metrics.held_out_batches(c.seed, c.T,
+                                                                 p["trajectory_batches"])
+        values = np.zeros((len(configs), 3))
+        for T in {c.T for c in configs}:  # counts of different T do not stack: one call per T
+            index = [i for i, c in enumerate(configs) if c.T == T]
+            sets = [held_out[configs[i].seed, T] for i in index]
+            values[index] = metrics.learned_attention_measures(
+                {k: v[index] for k, v in circuits.items()},
+                torch.stack([b.counts for b in sets]), torch.stack([b.classes for b in sets]))
+        return [(epoch, *map(float, row)) for row in values]
+
+    return train(fig2_runs(p["seeds"], p["epochs_scale"]), progress=p["progress"],
+                 epoch_callback=measure, desc="paper-fig2", workers=p["workers"])
 
 
 def run_options(p: dict) -> dict:
@@ -124,6 +159,11 @@ class PanelSummary:
     accuracies: list[float]  # held-out accuracy, per seed
     epochs_run: list[int]
     mean_attentions: list[float]  # mean held-out attention mass on distinct tokens, per seed
+    separabilities: list[np.ndarray]  # per seed, per held-out sequence (metrics.separability)
+    trajectories: list[np.ndarray]  # per seed: (epochs + 1, 4) epoch, loss, attention x 2
+    drifts: list[dict[str, float]]  # per seed: relative drift of each factorized circuit's
+    #                                 conserved quantity (see conservation_drift)
+    seeds: list[int]
 
     @property
     def heatmap_mean(self) -> np.ndarray:
@@ -136,6 +176,34 @@ class PanelSummary:
     def attention_marginal(self) -> tuple[np.ndarray, np.ndarray]:
         """% of sequences per attention bin (summed over probability): mean and std over seeds."""
         return metrics.heatmap_mean_std([h.sum(0) for h in self.heatmaps])
+
+
+def conservation_drift(result) -> dict[str, float]:
+    """How far training moved each factorized circuit's conserved quantity.
+
+    Gradient flow on ``W = A B`` keeps ``A^T A - B B^T`` fixed (the theory chapter); SGD
+    with a finite step moves it by O(lr^2) per step. Per factorized circuit (QK: A = W_Q^T,
+    B = W_K; OV: A = W_O, B = W_V): ||C_end - C_start||_F / (||A^T A||_F + ||B B^T||_F) at
+    the end of training - 0 for exact flow, small where the flow picture holds.
+    """
+    spec = result.config.model
+    start = models.init_parameters(
+        spec, torch.Generator().manual_seed(derived_seed(result.config.seed, "init")))
+    drifts = {}
+    for circuit, a_name, b_name, transpose in (("qk", "W_Q", "W_K", True),
+                                               ("ov", "W_O", "W_V", False)):
+        if a_name not in result.params:
+            continue
+
+        def gram(p):
+            a = p[a_name].double().T if transpose else p[a_name].double()
+            b = p[b_name].double()
+            return a.T @ a, b @ b.T
+
+        (aa0, bb0), (aa, bb) = gram(start), gram(result.params)
+        change = torch.linalg.norm((aa - bb) - (aa0 - bb0))
+        drifts[circuit] = float(change / (torch.linalg.norm(aa) + torch.linalg.norm(bb)))
+    return drifts
 
 
 def fig2_summaries(results, eval_batches: int) -> list[PanelSummary]:
@@ -151,8 +219,122 @@ def fig2_summaries(results, eval_batches: int) -> list[PanelSummary]:
         summaries.append(PanelSummary(
             panel, [e.heatmap() for e in evaluations], [r.final_loss for r in mine],
             [e.loss for e in evaluations], [e.accuracy for e in evaluations],
-            [r.epochs_run for r in mine], [float(e.attention.mean()) for e in evaluations]))
+            [r.epochs_run for r in mine], [float(e.attention.mean()) for e in evaluations],
+            [e.separability for e in evaluations],
+            [np.array([v for v in r.epoch_callback_values if v is not None]) for r in mine],
+            [conservation_drift(r) for r in mine], [r.config.seed for r in mine]))
     return summaries
+
+
+def _interval(values, digits: int = 4) -> str:
+    mean, half = metrics.seed_interval(values)
+    return f"{mean:.{digits}g} ± {half:.2g}"
+
+
+FIG2_TABLE_COLUMNS = ("panel", "epochs", "train_loss", "test_loss", "accuracy", "mean_attn",
+                      "pct_attn>=0.8", "pct_both>=0.8")
+
+
+def fig2_table(summaries: list[PanelSummary]) -> list[dict]:
+    """The notebook's table: per panel, mean over seeds ± the half-width of its 95% t
+    interval (metrics.seed_interval) of each column."""
+    return [
+        {"panel": s.panel.key, "epochs": _interval(s.epochs_run),
+         "train_loss": _interval(s.final_losses), "test_loss": _interval(s.eval_losses),
+         "accuracy": _interval(s.accuracies), "mean_attn": _interval(s.mean_attentions),
+         "pct_attn>=0.8": _interval([h[:, 4].sum() for h in s.heatmaps]),
+         "pct_both>=0.8": _interval([h[4, 4] for h in s.heatmaps])}
+        for s in summaries
+    ]
+
+
+FIG2_DIAGNOSTIC_COLUMNS = ("panel", "pct_separable", "separability", "drift_qk", "drift_ov")
+
+
+def fig2_diagnostics(summaries: list[PanelSummary]) -> list[dict]:
+    """Per panel: the % of held-out sequences with positive separability and its mean (mean
+    over seeds ± 95% interval), and the largest relative drift over seeds of each factorized
+    circuit's conserved quantity ("-" for a collapsed circuit)."""
+    def drift(s, circuit):
+        values = [d[circuit] for d in s.drifts if circuit in d]
+        return f"{max(values):.2g}" if values else "-"
+
+    return [
+        {"panel": s.panel.key,
+         "pct_separable": _interval([100 * np.mean(x > 0) for x in s.separabilities]),
+         "separability": _interval([np.nanmean(x) for x in s.separabilities]),
+         "drift_qk": drift(s, "qk"), "drift_ov": drift(s, "ov")}
+        for s in summaries
+    ]
+
+
+TRAJECTORY_MEASURES = ("attention_distinct", "attention_class")
+
+
+def attention_at_loss(trajectory: np.ndarray, loss: float) -> tuple[float, float] | None:
+    """(attention on distinct, on class-identifying tokens) when a run's held-out loss first
+    reaches ``loss``, interpolated linearly in log loss between the two epochs around that
+    moment; None if the run never reached it."""
+    losses = trajectory[:, 1]
+    below = np.flatnonzero(losses <= loss)
+    if len(below) == 0:
+        return None
+    k = below[0]
+    if k == 0:
+        return float(trajectory[0, 2]), float(trajectory[0, 3])
+    w = (np.log(losses[k - 1]) - np.log(loss)) / (np.log(losses[k - 1]) - np.log(losses[k]))
+    return tuple(float((1 - w) * trajectory[k - 1, j] + w * trajectory[k, j]) for j in (2, 3))
+
+
+def fig2_trajectory_rows(summaries: list[PanelSummary]) -> list[dict]:
+    """trajectories.csv: every run's held-out loss and attention after every epoch."""
+    return [
+        {"panel": s.panel.key, "seed": seed, "epoch": int(row[0]), "loss": float(row[1]),
+         "attention_distinct": float(row[2]), "attention_class": float(row[3])}
+        for s in summaries for seed, trajectory in zip(s.seeds, s.trajectories)
+        for row in trajectory
+    ]
+
+
+MATCHED_LOSS_LEVELS = np.geomspace(3.0, 3e-5, 51)  # ten per decade, from near log 50 down
+MATCHED_LOSS_TABLE_LEVELS = (1.0, 0.1, 0.02, 0.01, 0.001)
+
+
+def matched_loss_table(summaries: list[PanelSummary], levels) -> str:
+    """Attention on distinct tokens (mean over seeds) per panel at the loss ``levels``, as
+    text; "-" where some seed never reached that loss."""
+    curves = matched_loss_curves(summaries, levels)
+    rows = []
+    for s in summaries:
+        row = {"panel": s.panel.key}
+        for level in levels:
+            value = [c["attention_distinct_mean"] for c in curves
+                     if c["panel"] == s.panel.key and c["loss"] == level]
+            row[f"L={level:g}"] = value[0] if value else "-"
+        rows.append(row)
+    return artifacts.table_text(rows, list(rows[0]))
+
+
+MATCHED_LOSS_COLUMNS = ("panel", "loss", *(f"{name}_{stat}" for stat in ("mean", "std")
+                                            for name in TRAJECTORY_MEASURES))
+
+
+def matched_loss_curves(summaries: list[PanelSummary], levels) -> list[dict]:
+    """Per panel and loss level: mean and std over seeds of the attention when the held-out
+    loss first reached that level (only levels every seed reached)."""
+    rows = []
+    for s in summaries:
+        for level in levels:
+            values = [attention_at_loss(t, level) for t in s.trajectories]
+            if any(v is None for v in values):
+                continue
+            values = np.array(values)
+            rows.append({"panel": s.panel.key, "loss": float(level),
+                         **{f"{name}_mean": float(values[:, j].mean())
+                            for j, name in enumerate(TRAJECTORY_MEASURES)},
+                         **{f"{name}_std": float(values[:, j].std())
+                            for j, name in enumerate(TRAJECTORY_MEASURES)}})
+    return rows
 
 
 def fig2_rows(summaries: list[PanelSummary]) -> list[dict]:
@@ -222,6 +404,13 @@ class FixedAttentionCurve:
         k = int(np.argmax(self.sensitivity))
         return float(self.sensitivity[k]), k
 
+    @property
+    def trough(self) -> tuple[float, int]:
+        """The lowest sensitivity and its epoch: below zero, sharper attention would have
+        raised the loss at that moment."""
+        k = int(np.argmin(self.sensitivity))
+        return float(self.sensitivity[k]), k
+
 
 def fig3_curves(p: dict) -> list[FixedAttentionCurve]:
     """Train the OV circuits under fixed attention; measure loss and sensitivity each epoch.
@@ -250,4 +439,9 @@ def fig3_curves(p: dict) -> list[FixedAttentionCurve]:
 
 def fig3_rows(curves: list[FixedAttentionCurve]) -> list[dict]:
     return [{"ov": c.ov, "alpha": c.alpha, "final_loss": float(c.losses[-1]),
-             "peak_sensitivity": c.peak[0], "epoch_of_peak": c.peak[1]} for c in curves]
+             "peak_sensitivity": c.peak[0], "epoch_of_peak": c.peak[1],
+             "min_sensitivity": c.trough[0], "epoch_of_min": c.trough[1]} for c in curves]
+
+
+FIG3_COLUMNS = ("ov", "alpha", "final_loss", "peak_sensitivity", "epoch_of_peak",
+                "min_sensitivity", "epoch_of_min")

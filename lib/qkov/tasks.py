@@ -61,6 +61,13 @@ def _slot_tables() -> torch.Tensor:
     return torch.tensor(tables)
 
 
+def uniform_distinct_share() -> float:
+    """Share of a class's context weight on its distinct tokens (5.5 / 15.5): the attention
+    mass on them, in expectation, of attention spread uniformly over the context."""
+    weights = class_distributions()
+    return float((weights * distinct_mask()).sum(1)[0])
+
+
 def distinct_mask() -> torch.Tensor:
     """(4, 50) bool: row c marks class c's distinct tokens."""
     mask = torch.zeros(N_CLASSES, VOCAB, dtype=torch.bool)

@@ -9,6 +9,7 @@ theory-ratio-sweep: attention at a matched loss against r, from the closed form,
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,40 +143,65 @@ def validate_rescaling(p: dict) -> dict:
     setting = theory.Setting(m=p["m"], n=p["n"], b=p["b"], M=p["M"])
     summary = (Path(p["fig2_summary"]) if p["fig2_summary"] is not None
                else artifacts.default_dir("paper-fig2") / "summary.json")
+    matched_loss = theory.check_loss_threshold("matched_loss", p["matched_loss"], setting)
     return {
         "setting": setting,
         "eta_ov": P.number("eta_ov", p["eta_ov"], above=0),
         "r": P.number("r", p["r"], above=0),
         "init_scale": P.number("init_scale", p["init_scale"], above=0),
         "default_init_rate": P.number("default_init_rate", p["default_init_rate"], above=0),
-        "matched_loss": theory.check_loss_threshold("matched_loss", p["matched_loss"], setting),
-        "measured": measured_fig2_sharpness(summary),
+        "matched_loss": matched_loss,
+        "measured": measured_fig2_sharpness(summary, matched_loss),
         "artifacts_dir": P.optional_path("artifacts_dir", p["artifacts_dir"]),
     }
 
 
-def measured_fig2_sharpness(path: Path) -> dict[str, dict[str, float]]:
-    """Per Fig. 2 row-1 panel: mean attention on distinct tokens (mean, std over seeds), the %
-    of held-out sequences with attention >= 0.8, and the final training loss."""
-    if not path.is_file():
-        raise P.ParameterError("fig2_summary", f"no file {path}: run notebooks/paper-fig2.ipynb "
-                                               "first (`make figures` does)")
+def measured_fig2_sharpness(path: Path, matched_loss: float) -> dict[str, dict[str, float]]:
+    """Per Fig. 2 row-1 panel, when each seed's held-out loss first reached ``matched_loss``:
+    the attention on distinct and on class-identifying tokens (mean and std over seeds).
+
+    Read from the ``trajectories.csv`` that paper-fig2 writes next to its ``summary.json``
+    (``path``): the panels stop at different losses, so their end-of-training attention is
+    not compared at equal loss.
+    """
+    trajectories = path.parent / "trajectories.csv"
+    for needed in (path, trajectories):
+        if not needed.is_file():
+            raise P.ParameterError("fig2_summary", f"no file {needed}: run "
+                                   "notebooks/paper-fig2.ipynb first (`make figures` does)")
     try:
-        summary = json.loads(path.read_text())
-        rows = summary["rows"] if summary.get("figure") == "paper-fig2" else None
-        measured = {}
-        for panel in ROW1_PANELS:
-            mine = [row for row in rows if row["panel"] == panel]
-            top = [row for row in mine if row["bin_lo"] == 0.8]
-            measured[panel] = {"attention_mean": mine[0]["attention_mean"],
-                               "attention_mean_std": mine[0]["attention_mean_std"],
-                               "pct_attention_ge_0.8": top[0]["pct_mean"],
-                               "final_loss": mine[0]["final_loss"]}
-    except (ValueError, KeyError, IndexError, TypeError) as err:
+        if json.loads(path.read_text()).get("figure") != "paper-fig2":
+            raise ValueError("not written by paper-fig2")
+        with trajectories.open(newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        runs = {}
+        for row in rows:
+            if row["panel"] in ROW1_PANELS:
+                runs.setdefault((row["panel"], row["seed"]), []).append(
+                    [float(row[k]) for k in ("epoch", "loss", "attention_distinct",
+                                             "attention_class")])
+        if {panel for panel, _ in runs} != set(ROW1_PANELS):
+            raise KeyError(f"rows for {', '.join(ROW1_PANELS)}")
+    except (ValueError, KeyError, TypeError) as err:
         raise P.ParameterError(
-            "fig2_summary", f"{path} is not a paper-fig2 summary.json with rows for "
-            f"{', '.join(ROW1_PANELS)} and their attention_mean ({type(err).__name__}: {err}); "
+            "fig2_summary", f"{trajectories} is not paper-fig2's trajectories.csv with rows "
+            f"for {', '.join(ROW1_PANELS)} ({type(err).__name__}: {err}); "
             "re-run notebooks/paper-fig2.ipynb") from None
+    measured = {}
+    for panel in ROW1_PANELS:
+        mine = [np.array(t) for (name, _), t in sorted(runs.items()) if name == panel]
+        values = [paper.attention_at_loss(t, matched_loss) for t in mine]
+        if any(v is None for v in values):
+            lowest = max(float(t[:, 1].min()) for t in mine)
+            raise P.ParameterError(
+                "matched_loss", f"{matched_loss:g}: not every {panel} run of paper-fig2 "
+                f"reached this held-out loss (all of them reached {lowest:.3g}); choose a "
+                "larger matched_loss")
+        values = np.array(values)
+        measured[panel] = {"attention": float(values[:, 0].mean()),
+                           "attention_std": float(values[:, 0].std()),
+                           "class_attention": float(values[:, 1].mean()),
+                           "seeds": len(values)}
     return measured
 
 
@@ -211,7 +237,7 @@ def rescaling_rows(trajectories: dict[str, theory.Trajectory],
     """Per parameterization: the prediction at the matched loss (starts as in Fig. 2, and all
     factors balanced) and the measured sharpness, with ranks (1 = sharpest)."""
     predicted = {name: float(tr.alpha[-1]) for name, tr in trajectories.items()}
-    observed = {name: measured[name]["attention_mean"] for name in trajectories}
+    observed = {name: measured[name]["attention"] for name in trajectories}
     pred_rank, obs_rank = _ranks(predicted), _ranks(observed)
     rows = []
     for name, tr in trajectories.items():
@@ -222,19 +248,18 @@ def rescaling_rows(trajectories: dict[str, theory.Trajectory],
             "alpha_balanced_start": float(balanced[name].alpha[-1]),
             "r_eff_at_loss": float(r_eff[-1]), "r_eff_min": float(r_eff.min()),
             "r_eff_max": float(r_eff.max()), "predicted_rank": pred_rank[name],
-            "measured_attention_mean": observed[name],
-            "measured_attention_mean_std": measured[name]["attention_mean_std"],
-            "measured_pct_attention_ge_0.8": measured[name]["pct_attention_ge_0.8"],
-            "measured_final_loss": measured[name]["final_loss"],
+            "measured_attention": observed[name],
+            "measured_attention_std": measured[name]["attention_std"],
+            "measured_class_attention": measured[name]["class_attention"],
+            "measured_seeds": measured[name]["seeds"],
             "measured_rank": obs_rank[name],
         })
     return rows
 
 
 RESCALING_COLUMNS = ("parameterization", "alpha_at_loss", "alpha_balanced_start",
-                     "tau_at_loss", "r_eff_at_loss",
-                     "predicted_rank", "measured_attention_mean", "measured_pct_attention_ge_0.8",
-                     "measured_final_loss", "measured_rank")
+                     "tau_at_loss", "r_eff_at_loss", "predicted_rank", "measured_attention",
+                     "measured_attention_std", "measured_class_attention", "measured_rank")
 
 
 def ordering_text(rows: list[dict]) -> str:
@@ -305,11 +330,10 @@ def sweep_configs(p: dict) -> list[train.RunConfig]:
 
 @torch.no_grad()
 def attention_on_informative(params, spec, batch: tasks.CountBatch) -> np.ndarray:
-    """Per held-out sequence: attention on the tokens that identify the class - its distinct
-    tokens and the query token (which also occurs in the context as a common token)."""
+    """Per held-out sequence: attention on the tokens that identify the class (its distinct
+    tokens and the query token, see :func:`qkov.metrics.attention_on_class_identifying`)."""
     _, attention = models.count_logits(params, batch.counts, batch.classes, spec.fixed_alpha)
-    query = attention.gather(-1, tasks.query_token(batch.classes).unsqueeze(-1)).squeeze(-1)
-    return (metrics.attention_on_distinct(attention, batch.classes) + query).numpy()
+    return metrics.attention_on_class_identifying(attention, batch.classes).numpy()
 
 
 def closed_form_curve(setting: theory.Setting, loss: float, r_min: float, r_max: float,
