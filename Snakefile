@@ -15,6 +15,12 @@ LIBRARY = sorted(str(p) for p in Path("lib/qkov").rglob("*.py"))
 FIGURE_FILES = ["figure.png", "figure.pdf", "figure.svg", "data.csv", "summary.json"]
 
 
+# Fig. 2 also draws the per-seed std heatmaps and the attention-vs-loss trajectories.
+FIG2_EXTRA = [f"{name}.{ext}" for name in ("figure-std", "figure-trajectories")
+              for ext in ("png", "pdf", "svg")] + ["heatmaps.csv", "trajectories.csv",
+                                                   "matched-loss.csv"]
+
+
 def figure_outputs(figure_id, extra=()):
     return [f"artifacts/{figure_id}/{name}" for name in [*FIGURE_FILES, *extra]]
 
@@ -29,8 +35,7 @@ RUN_NOTEBOOK = (f"({sys.executable} -m qkov.pipeline run {{input.notebook}} && t
 rule all:
     input:
         figure_outputs("paper-fig4"),
-        figure_outputs("paper-fig2", ["figure-std.png", "figure-std.pdf", "figure-std.svg",
-                                      "heatmaps.csv"]),
+        figure_outputs("paper-fig2", FIG2_EXTRA),
         figure_outputs("paper-fig3", ["curves.csv"]),
         figure_outputs("theory-reduction", ["curves.csv"]),
         figure_outputs("theory-rescaling", ["curves.csv"]),
@@ -55,8 +60,7 @@ rule paper_fig2:
         notebook="notebooks/paper-fig2.ipynb",
         library=LIBRARY,
     output:
-        figure_outputs("paper-fig2", ["figure-std.png", "figure-std.pdf", "figure-std.svg",
-                                      "heatmaps.csv"]),
+        figure_outputs("paper-fig2", FIG2_EXTRA),
     log:
         "artifacts/logs/paper-fig2.log",
     threads: 2
@@ -90,12 +94,14 @@ rule theory_reduction:
         RUN_NOTEBOOK
 
 
-# Compares the reduced model with the trained Fig. 2 models: reads paper-fig2's summary.
+# Compares the reduced model with the trained Fig. 2 models at equal held-out loss: reads
+# paper-fig2's summary and attention-vs-loss trajectories.
 rule theory_rescaling:
     input:
         notebook="notebooks/theory-rescaling.ipynb",
         library=LIBRARY,
         fig2="artifacts/paper-fig2/summary.json",
+        fig2_trajectories="artifacts/paper-fig2/trajectories.csv",
     output:
         figure_outputs("theory-rescaling", ["curves.csv"]),
     log:

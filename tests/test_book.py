@@ -17,6 +17,7 @@ from conftest import REPO
 
 FIGURES = {"paper-fig2": "notebooks/paper-fig2.html",
            "paper-fig2-std": "notebooks/paper-fig2.html",
+           "paper-fig2-trajectories": "notebooks/paper-fig2.html",
            "paper-fig3": "notebooks/paper-fig3.html",
            "paper-fig4": "notebooks/paper-fig4.html",
            "theory-reduction": "notebooks/theory-reduction.html",

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from conftest import REPO
@@ -17,7 +18,9 @@ def test_fig2_notebook_writes_its_artifacts(run_tool, tmp_path):
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted(["data.csv", "figure.pdf", "figure.png", "figure.svg",
                             "figure-std.pdf", "figure-std.png", "figure-std.svg",
-                            "heatmaps.csv", "summary.json"])
+                            "figure-trajectories.pdf", "figure-trajectories.png",
+                            "figure-trajectories.svg", "heatmaps.csv", "trajectories.csv",
+                            "matched-loss.csv", "summary.json"])
     summary = json.loads((out / "summary.json").read_text())
     rows = summary["rows"]
     assert len(rows) == 8 * 5
@@ -27,6 +30,14 @@ def test_fig2_notebook_writes_its_artifacts(run_tool, tmp_path):
     for key in {r["panel"] for r in rows}:
         assert sum(r["pct_mean"] for r in rows if r["panel"] == key) == pytest.approx(100)
     assert len((out / "heatmaps.csv").read_text().splitlines()) == 8 * 25 + 1
+    # One trajectory row per run and measured epoch, epoch 0 (before training) included.
+    trajectories = (out / "trajectories.csv").read_text().splitlines()
+    assert trajectories[0] == "panel,seed,epoch,loss,attention_distinct,attention_class"
+    epochs = {p.key: max(1, round(p.template.epochs * 0.002)) for p in paper.FIG2_PANELS}
+    assert len(trajectories) - 1 == 2 * sum(e + 1 for e in epochs.values())
+    start = [line.split(",") for line in trajectories[1:] if line.split(",")[2] == "0"]
+    faco = [float(row[3]) for row in start if row[0] == "FACO"]  # from 1e-6 I: loss log 50
+    assert len(faco) == 2 and faco == pytest.approx([np.log(50)] * 2, abs=1e-4)
 
 
 def test_fig3_notebook_writes_its_artifacts(run_tool, tmp_path):
@@ -37,14 +48,16 @@ def test_fig3_notebook_writes_its_artifacts(run_tool, tmp_path):
     rows = json.loads((out / "summary.json").read_text())["rows"]
     assert [(r["ov"], r["alpha"]) for r in rows] == [
         ("collapsed", 0.5), ("collapsed", 1.0), ("factorized", 0.5), ("factorized", 1.0)]
-    assert set(rows[0]) == {"ov", "alpha", "final_loss", "peak_sensitivity", "epoch_of_peak"}
+    assert set(rows[0]) == {"ov", "alpha", "final_loss", "peak_sensitivity", "epoch_of_peak",
+                            "min_sensitivity", "epoch_of_min"}
+    assert all(r["min_sensitivity"] <= r["peak_sensitivity"] for r in rows)
     assert all(r["peak_sensitivity"] == 0 for r in rows if r["alpha"] == 1.0)
     curves = (out / "curves.csv").read_text().splitlines()
     assert curves[0] == "ov,alpha,epoch,loss,sensitivity" and len(curves) == 4 * 3 + 1
 
 
-FIG2 = {"seeds": [1, 2], "epochs_scale": 1.0, "eval_batches": 200, "workers": 2,
-        "progress": True, "artifacts_dir": None}
+FIG2 = {"seeds": [1, 2], "epochs_scale": 1.0, "eval_batches": 200, "trajectory_batches": 16,
+        "workers": 2, "progress": True, "artifacts_dir": None}
 FIG3 = {"alphas": [0.2, 1.0], "epochs": 500, "batches_per_epoch": 250, "seed": 1234,
         "lr": 0.01, "eval_batches": 250, "d": 0.005, "workers": 2, "progress": True,
         "artifacts_dir": None}
@@ -54,6 +67,7 @@ FIG3 = {"alphas": [0.2, 1.0], "epochs": 500, "batches_per_epoch": 250, "seed": 1
     ({"seeds": [1, 1]}, "seeds"), ({"seeds": [1.5]}, "seeds"), ({"epochs_scale": 0}, "epochs_scale"),
     ({"epochs_scale": 2.0}, "epochs_scale"), ({"eval_batches": 0}, "eval_batches"),
     ({"progress": "yes"}, "progress"), ({"workers": 0}, "workers"),
+    ({"trajectory_batches": 0}, "trajectory_batches"),
 ])
 def test_fig2_parameters_are_checked(bad, name):
     with pytest.raises(ParameterError, match=f"parameter '{name}'"):

@@ -4,6 +4,7 @@ compute from the runs."""
 import numpy as np
 import pytest
 
+from conftest import REPO
 from qkov import paper
 from qkov.models import ModelSpec
 from qkov.train import RunConfig, train
@@ -79,3 +80,29 @@ def test_conservation_drift_grows_with_the_step_size():
     # from this start; float32 rounding alone leaves ~1e-7).
     assert 0 < small["ov"] < 1e-4 and large["ov"] > 100 * small["ov"]
     assert small["qk"] < 1e-4 < large["qk"]
+
+
+CHAPTER_ROWS = {"FAFO": "FAFO", "FACO": "FACO", "CAFO": "CAFO", "CACO": "CACO",
+                "FAFO, QK 20x": "FAFO-qk20x", "FAFO, QK 1x to 40x": "FAFO-ramp40x",
+                "CACO, QK 5x": "CACO-qk5x", "CACO, QK 1x to 10x": "CACO-ramp10x"}
+
+
+def test_the_chapters_run_table_matches_the_panels():
+    # The run table of book/paper-fig2.md is typed for readers; it must say what runs.
+    text = (REPO / "book" / "paper-fig2.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and cells[0] in CHAPTER_ROWS:
+            rows[CHAPTER_ROWS[cells[0]]] = cells
+    assert sorted(rows) == sorted(p.key for p in paper.FIG2_PANELS)
+    for panel in paper.FIG2_PANELS:
+        _, model, init, rate, length = rows[panel.key]
+        t = panel.template
+        assert length == f"{t.epochs} x {t.batches_per_epoch}", panel.key
+        assert ("T = 128" in model) == (t.T == 128), panel.key
+        assert rate.split(",")[0] == f"{t.lr_qk:g}", panel.key
+        if t.qk_ramp != (1.0, 1.0):
+            assert rate.endswith(f"to {t.lr_qk * t.qk_ramp[1]:g}"), panel.key
+        identity_qk = t.model.qk_init == "identity"
+        assert ("W_Q, W_K$ default" in init or init == "default") == (not identity_qk), panel.key

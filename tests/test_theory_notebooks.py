@@ -40,19 +40,27 @@ def test_reduction_notebook_tracks_the_ode(run_tool, tmp_path):
     assert curves[0] == "r,source,tau,mu_ov,mu_qk,alpha,loss"
 
 
-def fig2_summary(path, attention):
-    rows = [{"panel": panel, "bin_lo": lo, "bin_hi": lo + 0.2, "pct_mean": 20.0,
-             "pct_std": 0.0, "final_loss": 1e-3, "accuracy": 1.0,
-             "attention_mean": value, "attention_mean_std": 0.01}
-            for panel, value in attention.items() for lo in (0.0, 0.2, 0.4, 0.6, 0.8)]
-    path.write_text(json.dumps({"figure": "paper-fig2", "rows": rows}))
-    return path
+def fig2_artifacts(folder, attention):
+    """A paper-fig2 summary.json and trajectories.csv in ``folder``: per row-1 panel two
+    seeds whose held-out loss falls 1 -> 0.1 -> 0.001 over epochs 0-2 while the attention
+    on distinct tokens goes 0.3 -> a -> a + 0.1 (a = attention[panel] +- 0.02 per seed). At
+    a matched loss of 0.01, halfway in log loss between epochs 1 and 2, each seed's
+    attention is a + 0.05, so the panel's mean is attention[panel] + 0.05."""
+    folder.mkdir()
+    (folder / "summary.json").write_text(json.dumps({"figure": "paper-fig2", "rows": []}))
+    lines = ["panel,seed,epoch,loss,attention_distinct,attention_class"]
+    for panel, value in attention.items():
+        for seed, a in ((1, value - 0.02), (2, value + 0.02)):
+            for epoch, (loss, att) in enumerate([(1.0, 0.3), (0.1, a), (0.001, a + 0.1)]):
+                lines.append(f"{panel},{seed},{epoch},{loss},{att},{att + 0.1}")
+    (folder / "trajectories.csv").write_text("\n".join(lines) + "\n")
+    return folder / "summary.json"
 
 
-def test_rescaling_notebook_compares_orderings(run_tool, tmp_path):
+def test_rescaling_notebook_compares_orderings_at_equal_loss(run_tool, tmp_path):
     out = tmp_path / "rescaling"
-    summary = fig2_summary(tmp_path / "fig2.json",
-                           {"FAFO": 0.3, "FACO": 0.9, "CAFO": 0.2, "CACO": 0.5})
+    attention = {"FAFO": 0.3, "FACO": 0.8, "CAFO": 0.2, "CACO": 0.5}
+    summary = fig2_artifacts(tmp_path / "fig2", attention)
     run_notebook(run_tool, tmp_path, "theory-rescaling", "-p", "fig2_summary", summary,
                  "-p", "init_scale", "0.01", "-p", "matched_loss", "0.01",
                  "-p", "artifacts_dir", out)
@@ -61,14 +69,18 @@ def test_rescaling_notebook_compares_orderings(run_tool, tmp_path):
     assert set(by_name) == {"FAFO", "FACO", "CAFO", "CACO"}
     assert by_name["CACO"]["r_eff_at_loss"] == pytest.approx(1.0)
     assert by_name["FACO"]["r_eff_at_loss"] > 1 > by_name["CAFO"]["r_eff_at_loss"]
-    assert sorted(r["measured_rank"] for r in rows) == [1, 2, 3, 4]
-    assert by_name["FACO"]["measured_rank"] == 1
+    for name, value in attention.items():  # interpolated at the matched loss, see above
+        assert by_name[name]["measured_attention"] == pytest.approx(value + 0.05)
+        assert by_name[name]["measured_attention_std"] == pytest.approx(0.02)
+        assert by_name[name]["measured_class_attention"] == pytest.approx(value + 0.15)
+        assert by_name[name]["measured_seeds"] == 2
+    assert [by_name[n]["measured_rank"] for n in ("FACO", "CACO", "FAFO", "CAFO")] == [1, 2, 3, 4]
     text = "".join(o.get("text", "") for c in nbformat.read(tmp_path / "o.ipynb", 4).cells
                    if c.cell_type == "code" for o in c.outputs)
     assert "measured (paper-fig2):      FACO > CACO > FAFO > CAFO" in text
 
 
-def test_rescaling_needs_the_fig2_summary(run_tool, tmp_path):
+def test_rescaling_needs_the_fig2_artifacts(run_tool, tmp_path):
     out = tmp_path / "rescaling"
     result = run_notebook(run_tool, tmp_path, "theory-rescaling", "-p", "fig2_summary",
                           tmp_path / "missing.json", "-p", "artifacts_dir", out, check=False)
@@ -79,12 +91,20 @@ def test_rescaling_needs_the_fig2_summary(run_tool, tmp_path):
     assert not out.exists(), "nothing may be written when parameters are bad"
 
 
-def test_a_summary_without_attention_is_rejected(tmp_path):
-    path = tmp_path / "old.json"
-    path.write_text(json.dumps({"figure": "paper-fig2", "rows": [
-        {"panel": "FAFO", "bin_lo": 0.8, "pct_mean": 1.0, "final_loss": 1e-3}]}))
-    with pytest.raises(ParameterError, match=r"parameter 'fig2_summary'.*attention_mean"):
-        theory_runs.measured_fig2_sharpness(path)
+def test_old_fig2_artifacts_without_trajectories_are_rejected(tmp_path):
+    summary = fig2_artifacts(tmp_path / "fig2", {"FAFO": 0.3})
+    with pytest.raises(ParameterError, match=r"parameter 'fig2_summary'.*trajectories.csv"):
+        theory_runs.measured_fig2_sharpness(summary, 0.01)  # rows for FAFO only
+    (tmp_path / "fig2" / "trajectories.csv").unlink()
+    with pytest.raises(ParameterError, match=r"parameter 'fig2_summary': no file .*trajectories"):
+        theory_runs.measured_fig2_sharpness(summary, 0.01)
+
+
+def test_a_matched_loss_some_run_never_reached_is_named(tmp_path):
+    summary = fig2_artifacts(tmp_path / "fig2", {"FAFO": 0.3, "FACO": 0.8, "CAFO": 0.2,
+                                                 "CACO": 0.5})
+    with pytest.raises(ParameterError, match=r"parameter 'matched_loss'.*FAFO.*0\.001"):
+        theory_runs.measured_fig2_sharpness(summary, 1e-4)
 
 
 def test_ratio_sweep_notebook_at_a_small_scale(run_tool, tmp_path):
