@@ -1,5 +1,6 @@
 """The theory chapter's notebooks at a small scale: parameters, rows, artifacts, failures."""
 
+import csv
 import json
 
 import nbformat
@@ -112,6 +113,7 @@ def test_ratio_sweep_notebook_at_a_small_scale(run_tool, tmp_path):
     run_notebook(run_tool, tmp_path, "theory-ratio-sweep", *SMALL, "-y", "ratios: [0.1, 10]",
                  "-y", "seeds: [3, 4]", "-p", "matched_loss", "1.0", "-p", "max_epochs", "40",
                  "-p", "batches_per_epoch", "10", "-p", "eval_batches", "2",
+                 "-y", "variant_ratios: [10, 30]", "-y", "variants: [[128, default, 0.05]]",
                  "-p", "progress", "False", "-p", "artifacts_dir", out)
     rows = json.loads((out / "summary.json").read_text())["rows"]
     assert [r["r"] for r in rows] == [0.1, 10]
@@ -120,13 +122,36 @@ def test_ratio_sweep_notebook_at_a_small_scale(run_tool, tmp_path):
         assert row["task_runs"] == 2
         assert row["task_distinct_mean"] <= row["task_informative_mean"] <= 1
     assert rows[1]["alpha_closed_form"] > rows[0]["alpha_closed_form"]
+    # The conditions table: the main condition where it ran (r = 10 only), then the variant.
+    with open(out / "conditions.csv") as f:
+        conditions = list(csv.DictReader(f))
+    assert [(int(c["T"]), c["init"], float(c["lr_ov"]), float(c["r"])) for c in conditions] == [
+        (64, "identity", 0.1, 10), (128, "default", 0.05, 10), (128, "default", 0.05, 30)]
+    main_at_10 = next(r for r in rows if r["r"] == 10)
+    assert float(conditions[0]["distinct"]) == pytest.approx(main_at_10["task_distinct_mean"])
+
+
+def test_a_smaller_ov_rate_gets_proportionally_more_epochs():
+    p = theory_runs.validate_sweep({**SWEEP, "variants": [[64, "identity", 0.01]]})
+    (config,) = theory_runs.variant_configs(p)
+    assert (config.epochs, config.lr_ov, config.lr_qk, config.T) == (100, 0.01, 0.1, 64)
+    assert config.model.qk_init == config.model.ov_init == "identity"
+    assert config.early_stop_loss == 0.05
+
+
+def test_distinct_turning_points():
+    rows = [{"r": r, "task_distinct_mean": a} for r, a in
+            [(0.1, 0.36), (1, 0.45), (3, 0.5), (10, 0.2), (30, 0.05)]]
+    assert theory_runs.distinct_turning_points(rows) == (3, 10)
+    assert theory_runs.distinct_turning_points(rows[:3]) == (3, None)
 
 
 REDUCTION = {"m": 5, "n": 50, "b": 50.0, "M": 20, "eta_ov": 1.0, "ratios": [1], "target_loss": 0.01,
              "step_fraction": 1e-3, "batch_size": 4, "seed": 0, "artifacts_dir": None}
 SWEEP = {"m": 5, "n": 50, "b": 50.0, "M": 20, "ratios": [1], "matched_loss": 0.05,
          "step_fraction": 1e-3, "seeds": [1], "lr_ov": 0.1, "T": 64, "batches_per_epoch": 50,
-         "max_epochs": 10, "eval_batches": 10, "workers": 1, "progress": False,
+         "max_epochs": 10, "eval_batches": 10, "variant_ratios": [10],
+         "variants": [[128, "default", 0.1]], "workers": 1, "progress": False,
          "artifacts_dir": None}
 
 
@@ -143,6 +168,9 @@ def test_reduction_parameters_are_checked(bad, name):
 @pytest.mark.parametrize("bad, name", [
     ({"seeds": [1, 1]}, "seeds"), ({"matched_loss": 0}, "matched_loss"), ({"T": 2}, "T"),
     ({"lr_ov": 0}, "lr_ov"), ({"max_epochs": 0}, "max_epochs"), ({"workers": 0}, "workers"),
+    ({"variant_ratios": [-1]}, "variant_ratios"), ({"variants": [[128, "zeros", 0.1]]}, "variants"),
+    ({"variants": [[64, "default"]]}, "variants"), ({"variants": [[2, "default", 0.1]]}, "variants"),
+    ({"variants": [[64, "default", -0.1]]}, "variants"), ({"variants": "[[64]]"}, "variants"),
 ])
 def test_sweep_parameters_are_checked(bad, name):
     with pytest.raises(ParameterError, match=f"parameter '{name}'"):

@@ -350,12 +350,16 @@ def rescaling_panels(trajectories, rows, curves):
     return fig
 
 
-def ratio_sweep(rows, closed_form_curve):
-    """theory-ratio-sweep: attention at a matched loss against r = eta_QK / eta_OV."""
+def ratio_sweep(rows, closed_form_curve, variant_rows=()):
+    """theory-ratio-sweep: attention at a matched loss against r = eta_QK / eta_OV; below,
+    when given, the task's attention per condition (T, initialisation, OV rate) on both
+    measures."""
     r = np.array([row["r"] for row in rows])
     with house_style():
-        fig = new_figure(figsize=(7.5, 4.6))
-        ax = fig.subplots()
+        fig = new_figure(figsize=(7.5, 8.4 if variant_rows else 4.6))
+        grid = fig.add_gridspec(2 if variant_rows else 1, 2, height_ratios=(
+            (1.15, 1) if variant_rows else None))
+        ax = fig.add_subplot(grid[0, :])
         ax.plot(closed_form_curve["r"], closed_form_curve["alpha"], color="k",
                 label=r"closed form: $\alpha$ (stylized setting)")
         ax.plot(r, [row["alpha_stylized"] for row in rows], "o", mfc="none", color="k", ms=7,
@@ -370,6 +374,31 @@ def ratio_sweep(rows, closed_form_curve):
         ax.set_ylim(0, 1.02)
         ax.set_xlabel(r"$r = \eta_{QK} / \eta_{OV}$")
         ax.set_ylabel("attention mass at the matched loss")
-        ax.set_title(f"attention at loss {rows[0]['matched_loss']:g} against the learning-rate ratio")
+        ax.set_title(f"(a) attention at loss {rows[0]['matched_loss']:g} against the "
+                     "learning-rate ratio")
         ax.legend(fontsize=8, loc="upper left")
+        if variant_rows:
+            _condition_panels(fig, grid, variant_rows)
     return fig
+
+
+def _condition_panels(fig, grid, rows):
+    conditions = list(dict.fromkeys(row["condition"] for row in rows))
+    colors = dict(zip(conditions, ("#444444", "#1b9e77", "#d95f02", "#7570b3", "#e7298a",
+                                   "#66a61e", "#e6ab02")))
+    for col, (key, title) in enumerate((("distinct", "(b) on distinct tokens"),
+                                        ("informative", "(c) on distinct + query tokens"))):
+        ax = fig.add_subplot(grid[1, col])
+        for k, condition in enumerate(conditions):
+            picked = [row for row in rows if row["condition"] == condition]
+            ax.errorbar([row["r"] * 1.07 ** (k - (len(conditions) - 1) / 2) for row in picked],
+                        [row[key] for row in picked],
+                        yerr=[row[f"{key}_ci95"] for row in picked], fmt="o-", ms=4,
+                        capsize=2, color=colors[condition], label=condition)
+        ax.set_xscale("log")
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel(r"$r = \eta_{QK} / \eta_{OV}$")
+        ax.set_title(title)
+        if col == 0:
+            ax.set_ylabel("task attention (mean, 95% CI)")
+            ax.legend(fontsize=7, loc="upper left")

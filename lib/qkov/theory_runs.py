@@ -293,8 +293,43 @@ def rescaling_curves(trajectories: dict[str, theory.Trajectory], points: int = 2
 # --- theory-ratio-sweep ----------------------------------------------------------------------
 
 SWEEP_PARAMETERS = (*SETTING_PARAMETERS, "ratios", "matched_loss", "step_fraction", "seeds",
-                    "lr_ov", "T", "batches_per_epoch", "max_epochs", "eval_batches", "workers",
-                    "progress", "artifacts_dir")
+                    "lr_ov", "T", "batches_per_epoch", "max_epochs", "eval_batches",
+                    "variant_ratios", "variants", "workers", "progress", "artifacts_dir")
+INITS = ("identity", "default")  # CACO from 1e-6 I (the theory's symmetric point) or nn.Linear's
+
+
+@dataclass(frozen=True)
+class SweepCondition:
+    """One setting of the task sweep: sequence length, initialisation and OV rate."""
+
+    T: int
+    init: str
+    lr_ov: float
+
+    @property
+    def label(self) -> str:
+        init = "1e-6 I" if self.init == "identity" else "default init"
+        return f"T = {self.T}, {init}, lr_ov = {self.lr_ov:g}"
+
+
+def _variants(name: str, value) -> list[SweepCondition]:
+    if not isinstance(value, (list, tuple)):
+        raise P.ParameterError(name, f'expected a list of [T, init, lr_ov] triples, got '
+                               f'{value!r}; with papermill: -y "{name}: [[128, identity, 0.1]]"')
+    out = []
+    for i, item in enumerate(value):
+        if not isinstance(item, (list, tuple)) or len(item) != 3:
+            raise P.ParameterError(name, f"item {i}: expected [T, init, lr_ov], got {item!r}")
+        T, init, lr_ov = item
+        if init not in INITS:
+            raise P.ParameterError(name, f"item {i}: init must be one of {INITS}, got {init!r}")
+        try:
+            T = tasks.check_length(P.integer("T", T, 3))
+            lr_ov = P.number("lr_ov", lr_ov, above=0)
+        except P.ParameterError as err:  # name the list and the item, not just the field
+            raise P.ParameterError(name, f"item {i}: {err}") from None
+        out.append(SweepCondition(T, init, lr_ov))
+    return out
 
 
 def validate_sweep(p: dict) -> dict:
@@ -310,6 +345,8 @@ def validate_sweep(p: dict) -> dict:
         "T": tasks.check_length(P.integer("T", p["T"], 3)),
         "batches_per_epoch": P.integer("batches_per_epoch", p["batches_per_epoch"], 1),
         "max_epochs": P.integer("max_epochs", p["max_epochs"], 1),
+        "variant_ratios": P.number_list("variant_ratios", p["variant_ratios"], above=0),
+        "variants": _variants("variants", p["variants"]),
         **paper.run_options(p),
     }
 
@@ -319,13 +356,28 @@ SWEEP_COLUMNS = ("r", "alpha_closed_form", "alpha_stylized", "task_informative_m
                  "task_loss_mean", "task_runs_reaching_loss")
 
 
-def sweep_configs(p: dict) -> list[train.RunConfig]:
-    """CACO from a small (1e-6 I) start, QK rate r * lr_ov, stopped at the matched loss."""
-    spec = models.ModelSpec("CACO", qk_init="identity", ov_init="identity")
-    return [train.RunConfig(f"r{r:g}/seed{seed}", spec, seed, p["max_epochs"],
-                            p["batches_per_epoch"], lr_qk=r * p["lr_ov"], lr_ov=p["lr_ov"],
-                            T=p["T"], early_stop_loss=p["matched_loss"])
-            for r in p["ratios"] for seed in p["seeds"]]
+def main_condition(p: dict) -> SweepCondition:
+    return SweepCondition(p["T"], "identity", p["lr_ov"])
+
+
+def sweep_configs(p: dict, condition: SweepCondition | None = None,
+                  ratios=None) -> list[train.RunConfig]:
+    """CACO with QK rate r * lr_ov, stopped at the matched loss; by default the main sweep
+    (from a small, 1e-6 I, start). A condition with a smaller OV rate gets proportionally
+    more epochs, so that it can reach the same loss."""
+    condition = condition or main_condition(p)
+    spec = models.ModelSpec("CACO", qk_init=condition.init, ov_init=condition.init)
+    epochs = round(p["max_epochs"] * max(1.0, p["lr_ov"] / condition.lr_ov))
+    return [train.RunConfig(f"{condition.label}/r{r:g}/seed{seed}", spec, seed, epochs,
+                            p["batches_per_epoch"], lr_qk=r * condition.lr_ov,
+                            lr_ov=condition.lr_ov, T=condition.T,
+                            early_stop_loss=p["matched_loss"])
+            for r in (p["ratios"] if ratios is None else ratios) for seed in p["seeds"]]
+
+
+def variant_configs(p: dict) -> list[train.RunConfig]:
+    """The robustness sweep: every variant condition at every variant ratio."""
+    return [c for v in p["variants"] for c in sweep_configs(p, v, p["variant_ratios"])]
 
 
 @torch.no_grad()
@@ -343,6 +395,48 @@ def closed_form_curve(setting: theory.Setting, loss: float, r_min: float, r_max:
     return {"r": r, "alpha": np.array([theory.state_at_loss(loss, setting, x)[2] for x in r])}
 
 
+def _task_measures(runs: list[train.RunResult], eval_batches: int):
+    """Per run: held-out attention on distinct and on class-identifying tokens, the held-out
+    loss and the epochs trained."""
+    distinct, informative, losses, epochs = [], [], [], []
+    for x in runs:
+        batch = metrics.held_out_batches(x.config.seed, x.config.T, eval_batches)
+        ev = metrics.evaluate(x.params, x.config.model, batch)
+        distinct.append(float(ev.attention.mean()))
+        informative.append(float(attention_on_informative(x.params, x.config.model,
+                                                          batch).mean()))
+        losses.append(ev.loss)
+        epochs.append(x.epochs_run)
+    return distinct, informative, losses, epochs
+
+
+VARIANT_COLUMNS = ("condition", "r", "distinct", "distinct_ci95", "informative",
+                   "informative_ci95", "loss", "runs_reaching_loss", "epochs_mean")
+
+
+def variant_rows(p: dict, main: list[train.RunResult],
+                 variants: list[train.RunResult]) -> list[dict]:
+    """Per condition (the main sweep first, at the variant ratios it ran) and ratio: mean
+    attention on distinct and on class-identifying tokens +- the 95% interval over seeds."""
+    rows = []
+    for condition in [main_condition(p), *p["variants"]]:
+        pool = main if condition == main_condition(p) else variants
+        for r in p["variant_ratios"]:
+            mine = [x for x in pool if x.config.name.startswith(f"{condition.label}/r{r:g}/")]
+            if not mine:
+                continue  # a variant ratio that the main sweep did not run
+            distinct, informative, losses, epochs = _task_measures(mine, p["eval_batches"])
+            d, d_ci = metrics.seed_interval(distinct)
+            i, i_ci = metrics.seed_interval(informative)
+            rows.append({"condition": condition.label, "T": condition.T, "init": condition.init,
+                         "lr_ov": condition.lr_ov, "r": r, "distinct": d, "distinct_ci95": d_ci,
+                         "informative": i, "informative_ci95": i_ci,
+                         "loss": float(np.mean(losses)),
+                         "runs_reaching_loss": sum(x.early_stopped for x in mine),
+                         "epochs_mean": float(np.mean(epochs))})
+    return rows
+
+
 def sweep_rows(p: dict, results: list[train.RunResult]) -> list[dict]:
     """Per ratio: the closed form, the stylized model and training (mean, std over seeds)."""
     model, rows = p["model"], []
@@ -351,15 +445,7 @@ def sweep_rows(p: dict, results: list[train.RunResult]) -> list[dict]:
         stylized = descend(model, "CACO", 1.0, r, p["matched_loss"],
                            step_fraction=p["step_fraction"]).at_loss(p["matched_loss"])
         mine = [x for x in results if x.config.lr_qk == r * p["lr_ov"]]
-        distinct, informative, losses, epochs = [], [], [], []
-        for x in mine:
-            batch = metrics.held_out_batches(x.config.seed, x.config.T, p["eval_batches"])
-            ev = metrics.evaluate(x.params, x.config.model, batch)
-            distinct.append(float(ev.attention.mean()))
-            informative.append(float(attention_on_informative(x.params, x.config.model,
-                                                              batch).mean()))
-            losses.append(ev.loss)
-            epochs.append(x.epochs_run)
+        distinct, informative, losses, epochs = _task_measures(mine, p["eval_batches"])
         rows.append({
             "r": r, "matched_loss": p["matched_loss"], "alpha_closed_form": float(alpha_closed),
             "alpha_stylized": stylized["alpha"],
@@ -374,3 +460,13 @@ def sweep_rows(p: dict, results: list[train.RunResult]) -> list[dict]:
             "task_epochs_mean": float(np.mean(epochs)),
         })
     return rows
+
+
+def distinct_turning_points(rows: list[dict]) -> tuple[float, float | None]:
+    """From the main sweep's rows: the ratio at which attention on distinct tokens peaks, and
+    the smallest ratio above it at which that attention is below what uniform attention over
+    the context would put on them (None if it never falls that low)."""
+    peak = max(rows, key=lambda row: row["task_distinct_mean"])["r"]
+    below = [row["r"] for row in rows if row["r"] > peak
+             and row["task_distinct_mean"] < tasks.uniform_distinct_share()]
+    return peak, (min(below) if below else None)
