@@ -39,7 +39,7 @@ rule all:
         figure_outputs("paper-fig3", ["curves.csv"]),
         figure_outputs("theory-reduction", ["curves.csv"]),
         figure_outputs("theory-rescaling", ["curves.csv"]),
-        figure_outputs("theory-ratio-sweep"),
+        figure_outputs("theory-ratio-sweep", ["conditions.csv"]),
 
 
 rule paper_fig4:
@@ -116,7 +116,7 @@ rule theory_ratio_sweep:
         notebook="notebooks/theory-ratio-sweep.ipynb",
         library=LIBRARY,
     output:
-        figure_outputs("theory-ratio-sweep"),
+        figure_outputs("theory-ratio-sweep", ["conditions.csv"]),
     log:
         "artifacts/logs/theory-ratio-sweep.log",
     threads: 2
