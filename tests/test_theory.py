@@ -122,6 +122,13 @@ def test_thresholds_hit_every_decade_exactly():
     assert np.all(np.diff(th) < 0)
 
 
+@pytest.mark.parametrize("loss_min", [0.02, 0.05, 0.015])
+def test_thresholds_never_step_below_an_off_grid_minimum(loss_min):
+    # 0.02 sits just above the grid value 10**-1.7; rounding the step count went below it.
+    th = T.loss_thresholds(1.0, loss_min, 10)
+    assert th[-1] >= loss_min and th[-1] / 10 ** 0.1 < loss_min
+
+
 @pytest.mark.parametrize(
     "kwargs, name",
     [

@@ -388,10 +388,11 @@ def loss_thresholds(loss_max: float, loss_min: float, per_decade: int) -> np.nda
     """Log-spaced thresholds from ``loss_max`` down to ``loss_min``, ``per_decade`` a decade.
 
     Every power of ten in the range is hit exactly (10.0 ** -k), so summary rows at 1, 1e-2,
-    1e-4 are found by value.
+    1e-4 are found by value. A ``loss_min`` off the grid ends the list at the last grid value
+    above it (rounding would step below it, past where a run stops).
     """
     hi, lo = math.log10(loss_max), math.log10(loss_min)
-    steps = round((hi - lo) * per_decade)
+    steps = math.floor((hi - lo) * per_decade + 1e-9)
     exponents = hi - np.arange(steps + 1) / per_decade
     return np.array([10.0 ** round(e, 12) for e in exponents])
 
