@@ -175,3 +175,19 @@ def test_reduction_parameters_are_checked(bad, name):
 def test_sweep_parameters_are_checked(bad, name):
     with pytest.raises(ParameterError, match=f"parameter '{name}'"):
         theory_runs.validate_sweep({**SWEEP, **bad})
+
+
+def test_ordering_text_says_whether_a_swap_is_beyond_the_seeds_noise():
+    def rows(fafo_attention):
+        return [{"parameterization": n, "predicted_rank": pr, "measured_rank": mr,
+                 "measured_attention": a, "measured_attention_std": 0.002, "measured_seeds": 5}
+                for n, pr, mr, a in [("FACO", 1, 1, 0.56), ("FAFO", 2, 3, fafo_attention),
+                                     ("CAFO", 3, 2, 0.3585)]]
+    tied = theory_runs.ordering_text(rows(0.3583)).splitlines()
+    assert tied[2] == "orderings are different"
+    # gap 0.0002; 2 * sqrt(2 * 0.002**2 / 4) = 0.0028
+    assert tied[3] == "FAFO and CAFO swap: measured gap 0.0002, within two standard errors (0.0028)"
+    apart = theory_runs.ordering_text(rows(0.30)).splitlines()
+    assert apart[3].startswith("FAFO and CAFO swap: measured gap 0.058, beyond")
+    same = [{**r, "measured_rank": r["predicted_rank"]} for r in rows(0.3583)]
+    assert theory_runs.ordering_text(same).splitlines()[2:] == ["orderings are the same"]

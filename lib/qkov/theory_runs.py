@@ -10,7 +10,9 @@ theory-ratio-sweep: attention at a matched loss against r, from the closed form,
 from __future__ import annotations
 
 import csv
+import itertools
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -269,9 +271,18 @@ def ordering_text(rows: list[dict]) -> str:
 
     predicted, measured = order("predicted_rank"), order("measured_rank")
     verdict = "the same" if predicted == measured else "different"
-    return (f"predicted (reduced model):  {predicted}\n"
-            f"measured (paper-fig2):      {measured}\n"
-            f"orderings are {verdict}")
+    lines = [f"predicted (reduced model):  {predicted}", f"measured (paper-fig2):      {measured}",
+             f"orderings are {verdict}"]
+    for a, b in itertools.combinations(rows, 2):  # is each swap beyond the seeds' noise?
+        if (a["predicted_rank"] < b["predicted_rank"]) != (a["measured_rank"] < b["measured_rank"]):
+            gap = abs(a["measured_attention"] - b["measured_attention"])
+            # measured_attention_std has ddof 0: the standard error is std / sqrt(n - 1)
+            se = math.sqrt(sum(x["measured_attention_std"] ** 2 / max(x["measured_seeds"] - 1, 1)
+                               for x in (a, b)))
+            where = "within" if gap <= 2 * se else "beyond"
+            lines.append(f"{a['parameterization']} and {b['parameterization']} swap: measured "
+                         f"gap {gap:.2g}, {where} two standard errors ({2 * se:.2g})")
+    return "\n".join(lines)
 
 
 def rescaling_curves(trajectories: dict[str, theory.Trajectory], points: int = 200):
