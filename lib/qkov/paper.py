@@ -15,7 +15,7 @@ import torch
 from . import artifacts, metrics, models
 from . import params as P
 from .models import ModelSpec
-from .train import RunConfig, derived_seed, train
+from .train import RunConfig, init_generator, train
 
 SEEDS = (1234, 1235, 1236, 1237, 1238)
 EARLY_STOP_LOSS = 1e-3
@@ -187,8 +187,7 @@ def conservation_drift(result) -> dict[str, float]:
     the end of training - 0 for exact flow, small where the flow picture holds.
     """
     spec = result.config.model
-    start = models.init_parameters(
-        spec, torch.Generator().manual_seed(derived_seed(result.config.seed, "init")))
+    start = models.init_parameters(spec, init_generator(result.config.seed))
     drifts = {}
     for circuit, a_name, b_name, transpose in (("qk", "W_Q", "W_K", True),
                                                ("ov", "W_O", "W_V", False)):

@@ -46,6 +46,11 @@ def derived_seed(seed: int, purpose: str) -> int:
     return int(state[0]) << 31 | int(state[1]) >> 1
 
 
+def init_generator(seed: int) -> torch.Generator:
+    """The generator a run's initial parameters are drawn from (also used to recover them)."""
+    return torch.Generator().manual_seed(derived_seed(seed, "init"))
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """One model's training run.
@@ -121,8 +126,7 @@ class _Group:
         order = models.ensemble_order([c.model for c in configs])
         self.configs = [configs[i] for i in order]
         self.ids = torch.tensor([ids[i] for i in order])
-        generators = [torch.Generator().manual_seed(derived_seed(c.seed, "init"))
-                      for c in self.configs]
+        generators = [init_generator(c.seed) for c in self.configs]
         self.ensemble = Ensemble([c.model for c in self.configs], generators)
         self.lr_qk = torch.tensor([c.lr_qk for c in self.configs])
         self.ramp_start = torch.tensor([float(c.qk_ramp[0]) for c in self.configs])
