@@ -40,12 +40,30 @@ def test_heatmap_bins_put_certainty_in_the_top_corner():
     assert h[4, 4] == 50 and h[0, 0] == 50
 
 
-def test_fixed_attention_losses_match_the_model(held_out):
-    spec = models.ModelSpec("CACO", ov_bias=True, fixed_alpha=0.4)
-    p = models.init_parameters(spec, torch.Generator().manual_seed(1))
-    direct = metrics.evaluate(p, spec, held_out).loss
-    fast = metrics.fixed_attention_losses(p, held_out, [0.4])[0]
-    assert fast == pytest.approx(direct, rel=1e-5)
+def _loss_float64(p, spec, batch, alpha):
+    """Cross-entropy under fixed attention ``alpha``, straight from the model, in float64."""
+    p64 = {k: v.double() for k, v in p.items()}
+    logits, _ = models.count_logits(p64, batch.counts.double(), batch.classes, alpha)
+    return torch.nn.functional.cross_entropy(logits, batch.targets).item()
+
+
+@pytest.mark.parametrize("parameterization, seed, alpha", [("CACO", 1, 0.4), ("CAFO", 2, 0.8)])
+def test_sharpening_probe_matches_the_model_in_float64(held_out, parameterization, seed, alpha):
+    spec = models.ModelSpec(parameterization, ov_bias=parameterization == "CACO",
+                            fixed_alpha=alpha)
+    p = models.init_parameters(spec, torch.Generator().manual_seed(seed))
+    d = 0.005
+    here, there = (_loss_float64(p, spec, held_out, a) for a in (alpha, alpha + d))
+    loss, pressure = metrics.SharpeningProbe(held_out, chunk=256)(p, alpha, d)
+    assert loss == pytest.approx(here, rel=1e-6)
+    # The float32 difference of the two losses would be off by ~1e-4 of the pressure here.
+    assert pressure == pytest.approx((here - there) / d, rel=1e-5, abs=1e-7)
+    # Stacked members with their own alphas give each member's own values.
+    stacked = {"W_OV": torch.stack([models.effective(p)[1]] * 2), "b": torch.stack([p["b"]] * 2)}
+    both = metrics.loss_sensitivity(stacked, held_out, np.array([alpha, 1.0]), d)
+    assert both[0] == pytest.approx([loss, pressure], rel=1e-6)
+    assert both[1, 1] == 0.0 and both[1, 0] == pytest.approx(
+        _loss_float64(p, spec, held_out, 1.0), rel=1e-6)
 
 
 def test_trained_ov_circuit_feels_pressure_to_sharpen(held_out):

@@ -419,11 +419,11 @@ def fig3_curves(p: dict) -> list[FixedAttentionCurve]:
     epochs and the finite difference none between its two terms.
     """
     runs = fig3_runs(p["alphas"], p["epochs"], p["batches_per_epoch"], p["seed"], p["lr"])
-    held_out = metrics.held_out_batches(p["seed"], 64, p["eval_batches"], per_class=True)
+    probe = metrics.SharpeningProbe(
+        metrics.held_out_batches(p["seed"], 64, p["eval_batches"], per_class=True))
 
     def measure(configs, circuits, epoch):  # every run at once: one batched evaluation
-        return list(metrics.loss_sensitivity(
-            circuits, held_out, np.array([c.model.fixed_alpha for c in configs]), p["d"]))
+        return list(probe(circuits, np.array([c.model.fixed_alpha for c in configs]), p["d"]))
 
     results = train(runs, progress=p["progress"], epoch_callback=measure, desc="paper-fig3",
                     workers=p["workers"])
