@@ -88,6 +88,13 @@ class StylizedModel:
                              torch.full((len(classes), n), blank)], dim=1)
         return context, classes + self.M
 
+    @cached_property
+    def _population_inputs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Embedded contexts (M, m + n, d) and queries (M, d) of every class's sequence,
+        made once: indexing the embeddings took a fifth of a descent's step."""
+        context, queries = self.sequences(self.all_classes())
+        return self.embeddings[context], self.embeddings[queries]
+
     def all_classes(self) -> torch.Tensor:
         """One sequence per class: the population, since a class fixes its sequence."""
         return torch.arange(self.M)
@@ -142,7 +149,9 @@ class StylizedModel:
 
     def coordinates(self, p: dict[str, torch.Tensor]) -> tuple[float, float]:
         """(mu_ov, mu_qk): the projections of a model's W_OV, W_QK onto U and V."""
-        w_qk, w_ov = effective(p)
+        return self._coordinates(*effective(p))
+
+    def _coordinates(self, w_qk, w_ov) -> tuple[float, float]:
         u, v = self.direction_ov, self.direction_qk
         mu_ov = self.s * float((w_ov * u).sum()) / (self.M - 1)
         mu_qk = self.s**2 * float((w_qk * v).sum()) / self.M
@@ -150,21 +159,26 @@ class StylizedModel:
 
     def distance_from_set(self, p: dict[str, torch.Tensor]) -> float:
         """Relative Frobenius distance of (W_QK, W_OV) from their projections onto (V, U)."""
+        return self.place(p)[2]
+
+    def place(self, p: dict[str, torch.Tensor]) -> tuple[float, float, float]:
+        """(mu_ov, mu_qk, distance from the set): what a descent records at every step."""
         w_qk, w_ov = effective(p)
-        mu_ov, mu_qk = self.coordinates(p)
+        mu_ov, mu_qk = self._coordinates(w_qk, w_ov)
         on = self.on_set(mu_ov, mu_qk)
         off = torch.linalg.norm(w_qk - on["W_QK"])**2 + torch.linalg.norm(w_ov - on["W_OV"])**2
         size = torch.linalg.norm(w_qk)**2 + torch.linalg.norm(w_ov)**2
-        return float(torch.sqrt(off / size)) if size > 0 else 0.0
+        return mu_ov, mu_qk, float(torch.sqrt(off / size)) if size > 0 else 0.0
 
     # --- the forward pass ---------------------------------------------------------------------
 
-    def forward(self, p: dict[str, torch.Tensor], classes: torch.Tensor):
-        """(logits (B, M), attention (B, m + n)) on full one-hot sequences."""
+    def forward(self, p: dict[str, torch.Tensor], classes: torch.Tensor | None = None):
+        """(logits (B, M), attention (B, m + n)) on full one-hot sequences of ``classes``
+        (default: the population, every class once)."""
         w_qk, w_ov = effective(p)
-        context, queries = self.sequences(classes)
-        emb = self.embeddings
-        x, x_q = emb[context], emb[queries]
+        x, x_q = self._population_inputs
+        if classes is not None:  # a class fixes its sequence
+            x, x_q = x[classes], x_q[classes]
         scores = (x @ (x_q @ w_qk).unsqueeze(-1)).squeeze(-1)  # x_q^T W_QK x_i
         attention = torch.softmax(scores, dim=-1)
         h = (attention.unsqueeze(1) @ x).squeeze(1)
@@ -176,10 +190,10 @@ class StylizedModel:
 
     def loss_and_attention(self, p, classes: torch.Tensor | None = None):
         """(mean cross-entropy, mean attention mass on the relevant tokens) over ``classes``."""
-        classes = self.all_classes() if classes is None else classes
         logits, attention = self.forward(p, classes)
         mass = attention[:, : int(self.setting.m)].sum(-1).mean()
-        return torch.nn.functional.cross_entropy(logits, classes), mass
+        targets = self.all_classes() if classes is None else classes
+        return torch.nn.functional.cross_entropy(logits, targets), mass
 
     def attention_mass(self, p: dict[str, torch.Tensor]) -> float:
         """Mean attention on the relevant tokens over the population."""
@@ -262,7 +276,7 @@ def descend(model: StylizedModel, parameterization: str, eta_ov: float, eta_qk: 
     p = model.initial_parameters(parameterization, init_scale)
     eta = {"qk": P.number("eta_qk", eta_qk, above=0), "ov": P.number("eta_ov", eta_ov, above=0)}
     generator = torch.Generator().manual_seed(seed)
-    record = {k: [] for k in ("t", "mu_ov", "mu_qk", "loss", "alpha", "distance")}
+    record = {k: [] for k in ("t", "loss", "alpha", "mu_ov", "mu_qk", "distance")}
     t = 0.0
     for _ in range(max_steps):
         classes = (None if batch_size is None
@@ -271,9 +285,7 @@ def descend(model: StylizedModel, parameterization: str, eta_ov: float, eta_qk: 
         with torch.no_grad():
             if batch_size is not None:  # record population values, not the batch's
                 value, mass = map(float, model.loss_and_attention(p))
-            mu_ov, mu_qk = model.coordinates(p)
-            for key, x in zip(record, (t, mu_ov, mu_qk, value, mass,
-                                       model.distance_from_set(p))):
+            for key, x in zip(record, (t, value, mass, *model.place(p))):
                 record[key].append(x)
             if value <= target_loss:
                 break
