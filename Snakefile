@@ -89,7 +89,7 @@ rule theory_reduction:
         figure_outputs("theory-reduction", ["curves.csv"]),
     log:
         "artifacts/logs/theory-reduction.log",
-    threads: 1
+    threads: 2
     shell:
         RUN_NOTEBOOK
 

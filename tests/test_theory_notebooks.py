@@ -147,7 +147,7 @@ def test_distinct_turning_points():
 
 
 REDUCTION = {"m": 5, "n": 50, "b": 50.0, "M": 20, "eta_ov": 1.0, "ratios": [1], "target_loss": 0.01,
-             "step_fraction": 1e-3, "batch_size": 4, "seed": 0, "artifacts_dir": None}
+             "step_fraction": 1e-3, "batch_size": 4, "seed": 0, "workers": 1, "artifacts_dir": None}
 SWEEP = {"m": 5, "n": 50, "b": 50.0, "M": 20, "ratios": [1], "matched_loss": 0.05,
          "step_fraction": 1e-3, "seeds": [1], "lr_ov": 0.1, "T": 64, "batches_per_epoch": 50,
          "max_epochs": 10, "eval_batches": 10, "variant_ratios": [10],

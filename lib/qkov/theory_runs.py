@@ -21,6 +21,7 @@ import torch
 
 from . import artifacts, metrics, models, paper, tasks, theory, train
 from . import params as P
+from .processes import map_in_processes
 from .stylized import Descent, StylizedModel, descend
 
 SETTING_PARAMETERS = ("m", "n", "b", "M")
@@ -47,7 +48,7 @@ def relative_errors(run: Descent, ode: theory.Trajectory) -> dict[str, float]:
 # --- theory-reduction ------------------------------------------------------------------------
 
 REDUCTION_PARAMETERS = (*SETTING_PARAMETERS, "eta_ov", "ratios", "target_loss", "step_fraction",
-                        "batch_size", "seed", "artifacts_dir")
+                        "batch_size", "seed", "workers", "artifacts_dir")
 
 
 def validate_reduction(p: dict) -> dict:
@@ -61,6 +62,7 @@ def validate_reduction(p: dict) -> dict:
         "step_fraction": P.number("step_fraction", p["step_fraction"], above=0, below=0.1),
         "batch_size": P.integer("batch_size", p["batch_size"], 1),
         "seed": P.integer("seed", p["seed"], 0),
+        "workers": P.integer("workers", p["workers"], 1),
         "artifacts_dir": P.optional_path("artifacts_dir", p["artifacts_dir"]),
     }
 
@@ -75,17 +77,28 @@ class ReductionRun:
     minibatch: Descent
 
 
+def _descend(kw: dict) -> Descent:  # for map_in_processes: one argument, picklable
+    return descend(**kw)
+
+
+def descents(calls: list[dict], workers: int) -> list[Descent]:
+    """``descend(**kw)`` for every ``kw`` in ``calls``, spread over ``workers`` processes
+    (each descent is one long chain of small steps: processes, not threads, speed it up)."""
+    return map_in_processes(_descend, [(kw,) for kw in calls], workers)
+
+
 def reduction_runs(p: dict) -> list[ReductionRun]:
-    model, runs = p["model"], []
+    model = p["model"]
+    calls = []
     for r in p["ratios"]:
-        eta_qk = r * p["eta_ov"]
-        kw = dict(target_loss=p["target_loss"], step_fraction=p["step_fraction"])
-        runs.append(ReductionRun(
-            r, theory.integrate_until(model.setting, p["eta_ov"], eta_qk, p["target_loss"]),
-            descend(model, "CACO", p["eta_ov"], eta_qk, **kw),
-            descend(model, "CACO", p["eta_ov"], eta_qk, batch_size=p["batch_size"],
-                    seed=p["seed"], **kw)))
-    return runs
+        kw = dict(model=model, parameterization="CACO", eta_ov=p["eta_ov"],
+                  eta_qk=r * p["eta_ov"], target_loss=p["target_loss"],
+                  step_fraction=p["step_fraction"])
+        calls += [kw, kw | dict(batch_size=p["batch_size"], seed=p["seed"])]
+    done = descents(calls, p["workers"])
+    return [ReductionRun(r, theory.integrate_until(model.setting, p["eta_ov"], r * p["eta_ov"],
+                                                   p["target_loss"]),
+                         done[2 * k], done[2 * k + 1]) for k, r in enumerate(p["ratios"])]
 
 
 def reduction_rows(runs: list[ReductionRun]) -> list[dict]:
@@ -451,10 +464,13 @@ def variant_rows(p: dict, main: list[train.RunResult],
 def sweep_rows(p: dict, results: list[train.RunResult]) -> list[dict]:
     """Per ratio: the closed form, the stylized model and training (mean, std over seeds)."""
     model, rows = p["model"], []
-    for r in p["ratios"]:
+    stylized_runs = descents([dict(model=model, parameterization="CACO", eta_ov=1.0, eta_qk=r,
+                                   target_loss=p["matched_loss"],
+                                   step_fraction=p["step_fraction"]) for r in p["ratios"]],
+                             p["workers"])
+    for r, run in zip(p["ratios"], stylized_runs):
         _, _, alpha_closed = theory.state_at_loss(p["matched_loss"], model.setting, r)
-        stylized = descend(model, "CACO", 1.0, r, p["matched_loss"],
-                           step_fraction=p["step_fraction"]).at_loss(p["matched_loss"])
+        stylized = run.at_loss(p["matched_loss"])
         mine = [x for x in results if x.config.lr_qk == r * p["lr_ov"]]
         distinct, informative, losses, epochs = _task_measures(mine, p["eval_batches"])
         rows.append({

@@ -29,6 +29,7 @@ from tqdm import tqdm
 from . import tasks
 from . import models
 from .models import Ensemble, ModelSpec
+from .processes import map_in_processes
 
 
 class TrainingDiverged(RuntimeError):
@@ -252,22 +253,18 @@ _FORKED_CALLBACK = None  # set before forking: workers inherit it (closures do n
 
 
 def _train_worker(configs, progress, desc, position):
-    torch.set_num_threads(1)
     return _train_together(configs, progress, _FORKED_CALLBACK, f"{desc} [{position + 1}]",
                            position=position)
 
 
 def _train_in_processes(configs, progress, epoch_callback, desc, workers):
-    import multiprocessing
-
     global _FORKED_CALLBACK
     parts = _split(configs, workers)
     _FORKED_CALLBACK = epoch_callback
     try:
-        with multiprocessing.get_context("fork").Pool(len(parts)) as pool:
-            outputs = pool.starmap(_train_worker, [
-                ([configs[i] for i in part], progress, desc, k) for k, part in enumerate(parts)
-            ])
+        outputs = map_in_processes(_train_worker, [
+            ([configs[i] for i in part], progress, desc, k) for k, part in enumerate(parts)
+        ], len(parts))
     finally:
         _FORKED_CALLBACK = None
     results = [None] * len(configs)
