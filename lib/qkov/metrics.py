@@ -144,7 +144,8 @@ class SharpeningProbe:
         L(alpha) - L(alpha + d) = d D[target] - log sum_i softmax(z)_i exp(d D_i),
 
     evaluated with log1p and expm1. Taking the difference of two nearly equal mean losses
-    instead loses most of float32's digits (near L = log 50, about 1e-4 of the pressure).
+    instead loses most of float32's digits: near L = log 50 an error of up to 1e-4 on a
+    pressure of about 0.04.
     The attention at alpha = 0 and 1 is computed once here; sequences then go through in
     chunks of ``chunk`` so that the work space stays in cache.
     """
