@@ -60,3 +60,13 @@ def test_baseline_and_library_models_compute_the_same_function():
         with torch.no_grad():
             ours, _ = models.dense_logits(params, batch.inputs)
             assert torch.allclose(net(x), ours, atol=1e-5), p
+
+
+def test_evaluation_benchmark_runs_and_prints_the_ratio(capsys):
+    spec = importlib.util.spec_from_file_location(
+        "evaluation_speed", REPO / "benchmarks" / "evaluation_speed.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--eval-batches", "2", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "speed-up (b)/(a)" in out and "SharpeningProbe" in out and "off by up to" in out
