@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from qkov import metrics, models, paper
+from qkov.circuits import effective
 from qkov.train import train
 
 
@@ -58,7 +59,7 @@ def main(argv=None) -> int:
     runs = [r for r in paper.fig3_runs() if r.model.ov == "collapsed"]  # one worker's share
     # Circuits a few hundred steps into training, where the pressure is small.
     trained = train([replace(r, epochs=1, batches_per_epoch=200) for r in runs], progress=False)
-    circuits = {"W_OV": torch.stack([models.effective(r.params)[1] for r in trained]),
+    circuits = {"W_OV": torch.stack([effective(r.params)[1] for r in trained]),
                 "b": torch.stack([r.params["b"] for r in trained])}
     alphas, d = np.array([r.model.fixed_alpha for r in runs]), 0.005
     batch = metrics.held_out_batches(runs[0].seed, 64, args.eval_batches, per_class=True)

@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from qkov import artifacts, models, paper, tasks
+from qkov import artifacts, models, paper, seeding, tasks
 from qkov import train as T
 
 V = tasks.VOCAB
@@ -122,7 +122,7 @@ def step_breakdown(runs, steps: int = 200) -> dict:
     runs = shortened(runs, steps)
     chunk = tasks.DataStream.CHUNK
     keys = list(dict.fromkeys(r.stream_key for r in runs))
-    streams = [tasks.DataStream(T.derived_seed(s, "data"), t, b, pc) for s, t, b, pc in keys]
+    streams = [tasks.DataStream(seeding.derived_seed(s, "data"), t, b, pc) for s, t, b, pc in keys]
     group = T._Group(runs, list(range(len(runs))))
     member_streams = [keys.index(c.stream_key) for c in group.configs]
 

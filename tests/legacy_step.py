@@ -107,7 +107,7 @@ class Ensemble:
         """Per-member mean loss (E,) and gradients {name: (E, ...)} on batches (E, B, V).
 
         Gradients of parameters a member does not have (its unused QK form, an absent bias)
-        are returned as computed; :meth:`learning_rate_masks` zeroes their updates.
+        are returned as computed; :meth:`apply` zeroes their updates by masked learning rates.
         """
         p = self.params
         a = self.attention(counts, classes, log_counts)

@@ -39,6 +39,7 @@ def test_baseline_and_library_models_compute_the_same_function():
     from torch import nn
 
     from qkov import models, tasks
+    from qkov.circuits import PARAMETERIZATIONS
 
     spec = importlib.util.spec_from_file_location(
         "trainer_speed", REPO / "benchmarks" / "trainer_speed.py")
@@ -46,7 +47,7 @@ def test_baseline_and_library_models_compute_the_same_function():
     spec.loader.exec_module(bench)
     batch = tasks.sample_tokens(torch.Generator().manual_seed(0), 16, 64)
     x = nn.functional.one_hot(batch.inputs, 50).float()
-    for p in models.PARAMETERIZATIONS:
+    for p in PARAMETERIZATIONS:
         net = bench.Baseline(models.ModelSpec(p))
         if p[0] == "F":
             params = {"W_Q": net.query.weight, "W_K": net.key.weight}

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from qkov import metrics, models, tasks
+from qkov.circuits import effective
 from qkov import train as T
 
 
@@ -59,7 +60,7 @@ def test_sharpening_probe_matches_the_model_in_float64(held_out, parameterizatio
     # The float32 difference of the two mean losses was off by parts in a thousand here.
     assert pressure == pytest.approx((here - there) / d, rel=1e-5, abs=1e-7)
     # Stacked members with their own alphas give each member's own values.
-    stacked = {"W_OV": torch.stack([models.effective(p)[1]] * 2), "b": torch.stack([p["b"]] * 2)}
+    stacked = {"W_OV": torch.stack([effective(p)[1]] * 2), "b": torch.stack([p["b"]] * 2)}
     both = metrics.loss_sensitivity(stacked, held_out, np.array([alpha, 1.0]), d)
     assert both[0] == pytest.approx([loss, pressure], rel=1e-6)
     assert both[1, 1] == 0.0 and both[1, 0] == pytest.approx(

@@ -5,9 +5,10 @@ import torch
 
 from qkov import models as M
 from qkov import tasks
+from qkov.circuits import PARAMETERIZATIONS
 
 SPECS = [M.ModelSpec(p, ov_bias=bias, fixed_alpha=alpha)
-         for p in M.PARAMETERIZATIONS for bias in (False, True) for alpha in (None, 0.6)]
+         for p in PARAMETERIZATIONS for bias in (False, True) for alpha in (None, 0.6)]
 
 
 def spec_id(s):
@@ -152,7 +153,7 @@ def test_factorized_ov_conserves_its_balance_under_small_steps(batch):
 def test_unknown_parameterization_lists_the_valid_ones():
     with pytest.raises(ValueError) as err:
         M.ModelSpec("FAC0")
-    assert all(p in str(err.value) for p in M.PARAMETERIZATIONS)
+    assert all(p in str(err.value) for p in PARAMETERIZATIONS)
 
 
 def test_identity_init_and_default_init():

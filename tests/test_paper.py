@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from qkov import paper
+from qkov import metrics, paper
 from qkov.models import ModelSpec
 from qkov.train import RunConfig, train
 
@@ -61,10 +61,10 @@ def test_fig3_trains_the_ov_circuit_only_under_fixed_attention():
 
 def test_attention_at_loss_interpolates_in_log_loss():
     trajectory = np.array([[0, 1.0, 0.3, 0.4], [1, 0.1, 0.5, 0.6], [2, 0.001, 0.7, 0.9]])
-    assert paper.attention_at_loss(trajectory, 0.01) == pytest.approx((0.6, 0.75))
-    assert paper.attention_at_loss(trajectory, 0.1) == pytest.approx((0.5, 0.6))
-    assert paper.attention_at_loss(trajectory, 2.0) == pytest.approx((0.3, 0.4))
-    assert paper.attention_at_loss(trajectory, 1e-4) is None
+    assert metrics.attention_at_loss(trajectory, 0.01) == pytest.approx((0.6, 0.75))
+    assert metrics.attention_at_loss(trajectory, 0.1) == pytest.approx((0.5, 0.6))
+    assert metrics.attention_at_loss(trajectory, 2.0) == pytest.approx((0.3, 0.4))
+    assert metrics.attention_at_loss(trajectory, 1e-4) is None
 
 
 def test_conservation_drift_grows_with_the_step_size():

@@ -7,6 +7,7 @@ import torch
 
 from qkov import stylized as S
 from qkov import theory as T
+from qkov.circuits import effective
 from qkov.params import ParameterError
 
 PAPER = S.StylizedModel(T.Setting(m=5, n=50, b=50, M=20))
@@ -98,7 +99,7 @@ def test_factor_imbalances_are_conserved_under_small_step_descent():
     for _ in range(400):
         _, g = S.gradients(SMALL, p)
         p = {k: w - 1e-3 * g[k] for k, w in p.items()}
-    moved = torch.linalg.norm(S.effective(p)[1] - S.effective(random_factors(SMALL, 0))[1])
+    moved = torch.linalg.norm(effective(p)[1] - effective(random_factors(SMALL, 0))[1])
     assert moved > 1e-2  # the weights did move
     for before, after in zip(start, conserved(p)):
         assert torch.linalg.norm(after - before) < 1e-3 * torch.linalg.norm(before)
@@ -109,11 +110,11 @@ def test_effective_rate_of_a_product_matches_measured_dw_dt():
     p = random_factors(SMALL, 1)
     eta, h = 0.8, 1e-7
     _, g = S.gradients(SMALL, p)
-    w_qk, w_ov = S.effective(p)
+    w_qk, w_ov = effective(p)
     # Gradient with respect to the collapsed matrices at the same point.
     _, gc = S.gradients(SMALL, {"W_QK": w_qk, "W_OV": w_ov})
     stepped = {k: w - h * eta * g[k] for k, w in p.items()}
-    new_qk, new_ov = S.effective(stepped)
+    new_qk, new_ov = effective(stepped)
     A, B = p["W_O"], p["W_V"]
     predicted_ov = -eta * (gc["W_OV"] @ B.T @ B + A @ A.T @ gc["W_OV"])
     Q, K = p["W_Q"], p["W_K"]  # W_QK = Q^T K: A = Q^T, B = K

@@ -5,6 +5,8 @@ import pytest
 import torch
 
 from qkov import models as M
+from qkov import seeding
+from qkov.circuits import effective
 from qkov import train as T
 
 PINNED_DATA_SEED = 6241869594051576358  # derived_seed(1234, "data") since qkov 0.1.0
@@ -47,7 +49,7 @@ def test_qk_ramp_is_linear_per_step():
     """With the OV rate at zero, W_QK moves by lr_qk * multiplier(t) * gradient at step t."""
     config = run("ramp", epochs=1, batches_per_epoch=4, lr_ov=0.0, lr_qk=0.1, qk_ramp=(1, 9))
     group = T._Group([config], [0])
-    stream = T.tasks.DataStream(T.derived_seed(1234, "data"), 64, 32)
+    stream = T.tasks.DataStream(seeding.derived_seed(1234, "data"), 64, 32)
     group.load_chunk(0, [stream.chunk_at(0)], [0])
     multipliers = [float(lr[0]) / 0.1 for lr in group.chunk[1][:4]]
     assert multipliers == pytest.approx([1, 3, 5, 7])  # start + (end - start) * t / steps
@@ -97,7 +99,7 @@ def test_epoch_callback_sees_the_runs_circuits_at_once():
     T.train([run("d", "FAFO", epochs=1)], progress=False, epoch_callback=lambda cs, c, e: [
         final.update({e: {k: v[0].clone() for k, v in c.items()}})])
     trained = T.train([run("d", "FAFO", epochs=1)], progress=False)[0].params
-    w_qk, w_ov = M.effective(trained)
+    w_qk, w_ov = effective(trained)
     assert torch.equal(final[1]["W_QK"], w_qk) and torch.equal(final[1]["W_OV"], w_ov)
 
 
@@ -109,10 +111,10 @@ def test_bad_run_configs_name_run_and_parameter(bad, name):
 
 
 def test_derived_seeds_differ_by_purpose_and_are_stable():
-    seeds = {T.derived_seed(1234, p) for p in ("data", "init", "eval")}
+    seeds = {seeding.derived_seed(1234, p) for p in ("data", "init", "eval")}
     assert len(seeds) == 3
     # pinned: a change of the derivation would silently change every stored result
-    assert T.derived_seed(1234, "data") == PINNED_DATA_SEED
+    assert seeding.derived_seed(1234, "data") == PINNED_DATA_SEED
 
 
 def test_worker_processes_give_the_same_results():

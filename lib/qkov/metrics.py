@@ -12,7 +12,8 @@ import scipy.stats
 import torch
 
 from . import models, tasks
-from .train import derived_seed
+from .circuits import effective
+from .seeding import derived_seed
 
 HEATMAP_BINS = np.linspace(0.0, 1.0, 6)  # bins of 0.2 on both axes
 
@@ -165,7 +166,7 @@ class SharpeningProbe:
         a number; returns (2,)) or E stacked as :meth:`qkov.models.Ensemble.circuits` gives
         them (``alpha`` (E,); returns (E, 2)). Where alpha + d > 1 (no sharper attention
         exists) the pressure is 0."""
-        _, w_ov = models.effective(params)
+        _, w_ov = effective(params)
         single = w_ov.dim() == 2
         w_ov, bias = (w_ov[None], params["b"][None]) if single else (w_ov, params["b"])
         E = len(w_ov)
@@ -195,3 +196,18 @@ def loss_sensitivity(params: dict, batch: tasks.CountBatch, alpha, d: float = 0.
     """(L(alpha), (L(alpha) - L(alpha + d)) / d) on ``batch``: see :class:`SharpeningProbe`
     (which prepares the sequences once, for measuring every epoch)."""
     return SharpeningProbe(batch)(params, alpha, d)
+
+
+def attention_at_loss(trajectory: np.ndarray, loss: float) -> tuple[float, float] | None:
+    """(attention on distinct, on class-identifying tokens) when a run's held-out loss first
+    reaches ``loss``, interpolated linearly in log loss between the two epochs around that
+    moment; None if the run never reached it."""
+    losses = trajectory[:, 1]
+    below = np.flatnonzero(losses <= loss)
+    if len(below) == 0:
+        return None
+    k = below[0]
+    if k == 0:
+        return float(trajectory[0, 2]), float(trajectory[0, 3])
+    w = (np.log(losses[k - 1]) - np.log(loss)) / (np.log(losses[k - 1]) - np.log(losses[k]))
+    return tuple(float((1 - w) * trajectory[k - 1, j] + w * trajectory[k, j]) for j in (2, 3))

@@ -26,9 +26,8 @@ from dataclasses import dataclass
 import torch
 
 from . import tasks
-# The four names and their circuits are shared with the reduced dynamics of qkov.theory.
-from .theory import PARAMETERIZATIONS, check_parameterization  # noqa: F401 (re-exported)
-from .theory import circuit_kinds as circuits
+from .circuits import check_parameterization, effective
+from .circuits import circuit_kinds as circuits
 
 FIXED_ATTENTION = "fixed"  # the QK "circuit" of a fixed-attention model
 V = tasks.VOCAB
@@ -108,18 +107,6 @@ def init_parameters(spec: ModelSpec, generator: torch.Generator) -> dict[str, to
     p["b"] = ((torch.rand(V, generator=generator) * 2 - 1) * bound if spec.ov_bias
               else torch.zeros(V))
     return p
-
-
-def effective(p: dict[str, torch.Tensor]) -> tuple[torch.Tensor | None, torch.Tensor]:
-    """(W_QK, W_OV) of a model (W_QK is None for fixed attention); works on stacked members."""
-    if "W_QK" in p:
-        w_qk = p["W_QK"]
-    elif "W_Q" in p:
-        w_qk = p["W_Q"].transpose(-1, -2) @ p["W_K"]
-    else:
-        w_qk = None
-    w_ov = p["W_OV"] if "W_OV" in p else p["W_O"] @ p["W_V"]
-    return w_qk, w_ov
 
 
 def fixed_attention(counts: torch.Tensor, classes: torch.Tensor, alpha) -> torch.Tensor:

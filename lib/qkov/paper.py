@@ -15,7 +15,8 @@ import torch
 from . import artifacts, metrics, models
 from . import params as P
 from .models import ModelSpec
-from .train import RunConfig, init_generator, train
+from .seeding import init_generator
+from .train import RunConfig, train
 
 SEEDS = (1234, 1235, 1236, 1237, 1238)
 EARLY_STOP_LOSS = 1e-3
@@ -101,7 +102,7 @@ def validate_fig2(p: dict) -> dict:
         "seeds": P.seed_list("seeds", p["seeds"]),
         "epochs_scale": P.number("epochs_scale", p["epochs_scale"], above=0, below=1 + 1e-12),
         "trajectory_batches": P.integer("trajectory_batches", p["trajectory_batches"], 1),
-        **run_options(p),
+        **P.run_options(p),
     }
 
 
@@ -136,16 +137,6 @@ def fig2_train(p: dict):
 
     return train(fig2_runs(p["seeds"], p["epochs_scale"]), progress=p["progress"],
                  epoch_callback=measure, desc="paper-fig2", workers=p["workers"])
-
-
-def run_options(p: dict) -> dict:
-    """The parameters every training notebook shares: evaluation size and how to run."""
-    return {
-        "eval_batches": P.integer("eval_batches", p["eval_batches"], 1),
-        "workers": P.integer("workers", p["workers"], 1),
-        "progress": P.boolean("progress", p["progress"]),
-        "artifacts_dir": P.optional_path("artifacts_dir", p["artifacts_dir"]),
-    }
 
 
 @dataclass
@@ -270,21 +261,6 @@ def fig2_diagnostics(summaries: list[PanelSummary]) -> list[dict]:
 TRAJECTORY_MEASURES = ("attention_distinct", "attention_class")
 
 
-def attention_at_loss(trajectory: np.ndarray, loss: float) -> tuple[float, float] | None:
-    """(attention on distinct, on class-identifying tokens) when a run's held-out loss first
-    reaches ``loss``, interpolated linearly in log loss between the two epochs around that
-    moment; None if the run never reached it."""
-    losses = trajectory[:, 1]
-    below = np.flatnonzero(losses <= loss)
-    if len(below) == 0:
-        return None
-    k = below[0]
-    if k == 0:
-        return float(trajectory[0, 2]), float(trajectory[0, 3])
-    w = (np.log(losses[k - 1]) - np.log(loss)) / (np.log(losses[k - 1]) - np.log(losses[k]))
-    return tuple(float((1 - w) * trajectory[k - 1, j] + w * trajectory[k, j]) for j in (2, 3))
-
-
 def fig2_trajectory_rows(summaries: list[PanelSummary]) -> list[dict]:
     """trajectories.csv: every run's held-out loss and attention after every epoch."""
     return [
@@ -324,7 +300,7 @@ def matched_loss_curves(summaries: list[PanelSummary], levels) -> list[dict]:
     rows = []
     for s in summaries:
         for level in levels:
-            values = [attention_at_loss(t, level) for t in s.trajectories]
+            values = [metrics.attention_at_loss(t, level) for t in s.trajectories]
             if any(v is None for v in values):
                 continue
             values = np.array(values)
@@ -385,7 +361,7 @@ def validate_fig3(p: dict) -> dict:
         "seed": seed,
         "lr": P.number("lr", p["lr"], above=0),
         "d": P.number("d", p["d"], above=0, below=0.5),
-        **run_options(p),
+        **P.run_options(p),
     }
 
 

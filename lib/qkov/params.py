@@ -75,11 +75,15 @@ def number(
     *,
     above: float | None = None,
     below: float | None = None,
+    at_least: float | None = None,
 ) -> float:
-    """A finite real number strictly inside (``above``, ``below``) where those are given."""
+    """A finite real number strictly inside (``above``, ``below``) and ``>= at_least``
+    where those are given."""
     if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
         raise ParameterError(name, f"expected a finite number, got {value!r}")
     value = float(value)
+    if at_least is not None and not value >= at_least:
+        raise ParameterError(name, f"expected a number >= {at_least:g}, got {value:g}")
     if above is not None and not value > above:
         raise ParameterError(name, f"expected a number > {above:g}, got {value:g}")
     if below is not None and not value < below:
@@ -137,3 +141,13 @@ def optional_path(name: str, value: Any) -> str | None:
     if not isinstance(value, str) or not value.strip():
         raise ParameterError(name, f"expected a directory path or None, got {value!r}")
     return value
+
+
+def run_options(p: dict[str, Any]) -> dict[str, Any]:
+    """The parameters every training notebook shares: evaluation size and how to run."""
+    return {
+        "eval_batches": integer("eval_batches", p["eval_batches"], 1),
+        "workers": integer("workers", p["workers"], 1),
+        "progress": boolean("progress", p["progress"]),
+        "artifacts_dir": optional_path("artifacts_dir", p["artifacts_dir"]),
+    }

@@ -36,7 +36,8 @@ import numpy as np
 import torch
 
 from . import params as P
-from . import theory
+from . import seeding, theory
+from .circuits import circuit_kinds, circuit_of, effective
 
 DTYPE = torch.float64
 FACTORS = ("W_Q", "W_K", "W_O", "W_V")
@@ -138,7 +139,7 @@ class StylizedModel:
     def initial_parameters(self, parameterization: str, init_scale: float):
         """The symmetric start: collapsed circuits at zero, factorized circuits as balanced
         factors with singular value ``init_scale`` along their direction (a = c)."""
-        qk, ov = theory.circuit_kinds(parameterization)
+        qk, ov = circuit_kinds(parameterization)
         p = self.factors_on_set((init_scale, init_scale) if ov == "factorized" else None,
                                 (init_scale, init_scale) if qk == "factorized" else None)
         if qk == "collapsed":
@@ -200,13 +201,6 @@ class StylizedModel:
         return float(self.loss_and_attention(p)[1])
 
 
-def effective(p: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(W_QK, W_OV) of collapsed or factorized parameters."""
-    w_qk = p["W_QK"] if "W_QK" in p else p["W_Q"].T @ p["W_K"]
-    w_ov = p["W_OV"] if "W_OV" in p else p["W_O"] @ p["W_V"]
-    return w_qk, w_ov
-
-
 def gradients(model: StylizedModel, p: dict[str, torch.Tensor], classes=None):
     """Gradients of the loss with respect to every parameter (autograd)."""
     return _loss_mass_gradients(model, p, classes)[::2]
@@ -218,10 +212,6 @@ def _loss_mass_gradients(model: StylizedModel, p, classes=None):
     value, mass = model.loss_and_attention(leaves, classes)
     grads = torch.autograd.grad(value, list(leaves.values()))
     return float(value.detach()), float(mass.detach()), dict(zip(leaves, grads))
-
-
-def circuit_of(name: str) -> str:
-    return "qk" if name in ("W_QK", "W_Q", "W_K") else "ov"
 
 
 @dataclass
@@ -275,7 +265,7 @@ def descend(model: StylizedModel, parameterization: str, eta_ov: float, eta_qk: 
     theory.check_loss_threshold("target_loss", target_loss, model.setting)
     p = model.initial_parameters(parameterization, init_scale)
     eta = {"qk": P.number("eta_qk", eta_qk, above=0), "ov": P.number("eta_ov", eta_ov, above=0)}
-    generator = torch.Generator().manual_seed(seed)
+    generator = seeding.generator(seed)
     record = {k: [] for k in ("t", "loss", "alpha", "mu_ov", "mu_qk", "distance")}
     t = 0.0
     for _ in range(max_steps):

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+from . import seeding
+
 VOCAB = 50
 N_CLASSES = 4
 N_COMMON = 10
@@ -182,7 +184,7 @@ class DataStream:
 
     def __init__(self, seed: int, T: int, batch: int, per_class: bool = False):
         self.seed, self.T, self.batch, self.per_class = seed, check_length(T), batch, per_class
-        self._generator = torch.Generator().manual_seed(seed)
+        self._generator = seeding.generator(seed)
         self._chunk_start = 0
         self._chunk: CountBatch | None = None
         self._next_chunk = 0

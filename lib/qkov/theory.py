@@ -28,6 +28,7 @@ import numpy as np
 from scipy import integrate, optimize, special
 
 from . import params as P
+from .circuits import circuit_kinds
 
 
 @dataclass(frozen=True)
@@ -54,26 +55,6 @@ class Setting:
     def initial_loss(self) -> float:
         """The loss at mu = 0: alpha * mu_ov = 0, so every next token is equally likely."""
         return math.log(self.M)
-
-
-# --- parameterizations ----------------------------------------------------------------------
-
-PARAMETERIZATIONS = ("FAFO", "FACO", "CAFO", "CACO")
-
-
-def check_parameterization(name: str) -> str:
-    if name not in PARAMETERIZATIONS:
-        raise ValueError(
-            f"unknown parameterization {name!r}; valid: {', '.join(PARAMETERIZATIONS)}"
-        )
-    return name
-
-
-def circuit_kinds(parameterization: str) -> tuple[str, str]:
-    """('factorized' | 'collapsed') for the QK and the OV circuit, e.g. FACO: QK factorized."""
-    check_parameterization(parameterization)
-    kind = {"F": "factorized", "C": "collapsed"}
-    return kind[parameterization[0]], kind[parameterization[2]]
 
 
 # --- the model -----------------------------------------------------------------------------
@@ -142,7 +123,7 @@ def initial_state(setting: Setting, parameterization: str, init_scale: float,
     ``w = init_scale^2`` (balanced factors of singular value ``init_scale`` when the offset is
     0). Factors with ``w = 0`` and no offset sit on a saddle and never move."""
     qk, ov = circuit_kinds(parameterization)
-    P.number("init_scale", init_scale, above=-1e-300)
+    P.number("init_scale", init_scale, at_least=0)
     for kind, offset, name in ((ov, offsets[0], "OV"), (qk, offsets[1], "QK")):
         if kind == "factorized" and init_scale == 0 and offset == 0:
             raise P.ParameterError("init_scale", f"the factorized {name} circuit needs a "
@@ -279,8 +260,12 @@ class Trajectory:
     @property
     def r_eff(self) -> np.ndarray:
         """eta_qk,eff / eta_ov,eff along the trajectory (``r`` when both are collapsed)."""
-        k_ov, k_qk = rate_multipliers(self.mu_ov, self.mu_qk, self.setting,
-                                      self.parameterization, self.offsets)
+        return self.r_eff_at(self.mu_ov, self.mu_qk)
+
+    def r_eff_at(self, mu_ov, mu_qk) -> np.ndarray:
+        """eta_qk,eff / eta_ov,eff at states of this trajectory (e.g. from :meth:`sample`)."""
+        k_ov, k_qk = rate_multipliers(mu_ov, mu_qk, self.setting, self.parameterization,
+                                      self.offsets)
         return self.eta_qk * k_qk / (self.eta_ov * k_ov)
 
     def sample(self, tau) -> dict[str, np.ndarray]:
@@ -332,7 +317,7 @@ def integrate_until(
             f"every threshold must be >= target_loss={target_loss:g}, got {thresholds[-1]:g}",
         )
 
-    offsets = tuple(P.number("offsets", x, above=-1e-300) for x in offsets)
+    offsets = tuple(P.number("offsets", x, at_least=0) for x in offsets)
     start = initial_state(setting, parameterization, init_scale, offsets)
     factorized = parameterization != "CACO"
     if factorized:  # the state starts as small as init_scale**2: keep its digits

@@ -19,8 +19,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import artifacts, metrics, models, paper, tasks, theory, train
+from . import artifacts, metrics, models, tasks, theory, train
 from . import params as P
+from .circuits import PARAMETERIZATIONS
 from .processes import map_in_processes
 from .stylized import Descent, StylizedModel, descend
 
@@ -205,7 +206,7 @@ def measured_fig2_sharpness(path: Path, matched_loss: float) -> dict[str, dict[s
     measured = {}
     for panel in ROW1_PANELS:
         mine = [np.array(t) for (name, _), t in sorted(runs.items()) if name == panel]
-        values = [paper.attention_at_loss(t, matched_loss) for t in mine]
+        values = [metrics.attention_at_loss(t, matched_loss) for t in mine]
         if any(v is None for v in values):
             lowest = max(float(t[:, 1].min()) for t in mine)
             raise P.ParameterError(
@@ -232,7 +233,7 @@ def rescaling_trajectories(p: dict, balanced: bool = False) -> dict[str, theory.
     thresholds = theory.loss_thresholds(1.0, p["matched_loss"], 10) if p["matched_loss"] < 1 \
         else [p["matched_loss"]]
     trajectories = {}
-    for name in theory.PARAMETERIZATIONS:
+    for name in PARAMETERIZATIONS:
         circuit = None if balanced else DEFAULT_INIT_FACTORS.get(name)
         offsets = (p["default_init_rate"] if circuit == "ov" else 0.0,
                    p["default_init_rate"] if circuit == "qk" else 0.0)
@@ -304,9 +305,7 @@ def rescaling_curves(trajectories: dict[str, theory.Trajectory], points: int = 2
     for name, tr in trajectories.items():
         tau = np.geomspace(max(tr.tau[1], tr.tau[-1] * 1e-6), tr.tau[-1], points)
         s = tr.sample(tau)
-        k_ov, k_qk = theory.rate_multipliers(s["mu_ov"], s["mu_qk"], tr.setting, name,
-                                             tr.offsets)
-        r_eff = tr.eta_qk * k_qk / (tr.eta_ov * k_ov)
+        r_eff = tr.r_eff_at(s["mu_ov"], s["mu_qk"])
         rows += [{"parameterization": name, "tau": float(tau[k]), "r_eff": float(r_eff[k]),
                   "mu_ov": float(s["mu_ov"][k]), "mu_qk": float(s["mu_qk"][k]),
                   "alpha": float(s["alpha"][k]), "loss": float(s["loss"][k])}
@@ -371,7 +370,7 @@ def validate_sweep(p: dict) -> dict:
         "max_epochs": P.integer("max_epochs", p["max_epochs"], 1),
         "variant_ratios": P.number_list("variant_ratios", p["variant_ratios"], above=0),
         "variants": _variants("variants", p["variants"]),
-        **paper.run_options(p),
+        **P.run_options(p),
     }
 
 

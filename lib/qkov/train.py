@@ -30,26 +30,11 @@ from . import tasks
 from . import models
 from .models import Ensemble, ModelSpec
 from .processes import map_in_processes
+from .seeding import derived_seed, init_generator
 
 
 class TrainingDiverged(RuntimeError):
     """A run's loss became NaN or infinite."""
-
-
-def derived_seed(seed: int, purpose: str) -> int:
-    """The one place seeds are derived: independent streams per (seed, purpose).
-
-    Data, initialisation and evaluation of a run must not share random numbers, although
-    they share the run's seed: each purpose gets its own 63-bit seed.
-    """
-    purposes = {"data": 0, "init": 1, "eval": 2}
-    state = np.random.SeedSequence([seed, purposes[purpose]]).generate_state(2, np.uint32)
-    return int(state[0]) << 31 | int(state[1]) >> 1
-
-
-def init_generator(seed: int) -> torch.Generator:
-    """The generator a run's initial parameters are drawn from (also used to recover them)."""
-    return torch.Generator().manual_seed(derived_seed(seed, "init"))
 
 
 @dataclass(frozen=True)
