@@ -151,8 +151,6 @@ def heatmap_panels(summaries, statistic: str = "mean"):
     correct next token, bins of 0.2; each cell the % of held-out sequences, mean (or std)
     over seeds, printed in the cell.
     """
-    from .metrics import HEATMAP_BINS
-
     with house_style():
         fig = new_figure(figsize=(13, 6.6))
         axes = fig.subplots(2, 4, sharex=True, sharey=True)
@@ -163,15 +161,16 @@ def heatmap_panels(summaries, statistic: str = "mean"):
             values = s.heatmap_mean if statistic == "mean" else s.heatmap_std
             image = ax.imshow(values, origin="lower", extent=(0, 1, 0, 1), cmap="Blues",
                               vmin=0, vmax=vmax, aspect="equal")
-            centres = (HEATMAP_BINS[:-1] + HEATMAP_BINS[1:]) / 2
+            edges = np.linspace(0.0, 1.0, len(values) + 1)  # as metrics.HEATMAP_BINS
+            centres = (edges[:-1] + edges[1:]) / 2
             for i, y in enumerate(centres):
                 for j, x in enumerate(centres):
                     v = values[i, j]
                     ax.text(x, y, f"{v:.1f}", ha="center", va="center", fontsize=8,
                             color="white" if v > 0.6 * vmax else "black")
             ax.set_title(f"{s.panel.title}\nloss {np.mean(s.final_losses):.2g}", fontsize=9)
-            ax.set_xticks(HEATMAP_BINS)
-            ax.set_yticks(HEATMAP_BINS)
+            ax.set_xticks(edges)
+            ax.set_yticks(edges)
             ax.grid(False)
         for ax in axes[1]:
             ax.set_xlabel("attention on distinct tokens")
