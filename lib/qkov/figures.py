@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import matplotlib as mpl
 import numpy as np
 from matplotlib.figure import Figure
 
-from .artifacts import write_atomic
+from .artifacts import figure_dir, write_atomic, write_summary, write_table
 
 HOUSE_STYLE = {
     "figure.dpi": 110,
@@ -81,6 +83,26 @@ def save_figure(fig, folder: Path, stem: str = "figure") -> list[Path]:
             write_atomic(path, buffer.getvalue())
             paths.append(path)
     return paths
+
+
+def publish(figure_id: str, parameters: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
+            started: float, drawings: Mapping[str, Figure], tables: Mapping[str, Any] | None = None,
+            artifacts_dir: str | None = None) -> None:
+    """The save cell of every figure notebook, into ``artifacts/<figure_id>/`` (or
+    ``artifacts_dir``): each drawing as ``<stem>.png``, ``.pdf`` and ``.svg``, each table
+    as CSV (``tables[name]`` its rows, or (rows, columns) where it may have none), then the
+    rows as ``data.csv`` and ``summary.json`` with the parameters and the provenance (the
+    wall time counted from ``started``, a ``time.perf_counter()``). Prints what it wrote."""
+    folder = figure_dir(figure_id, artifacts_dir)
+    written = [path for stem, fig in drawings.items() for path in save_figure(fig, folder, stem)]
+    for name, table in (tables or {}).items():
+        table_rows, columns = table if isinstance(table, tuple) else (table, None)
+        write_table(folder / name, table_rows, columns)
+        written.append(folder / name)
+    summary = write_summary(folder, figure_id, parameters, rows,
+                            wall_time_s=time.perf_counter() - started)
+    written += [folder / "data.csv", summary]
+    print("wrote", ", ".join(path.name for path in written))
 
 
 def ratio_colors(ratios: Sequence[float]) -> list:

@@ -418,5 +418,12 @@ def fig3_rows(curves: list[FixedAttentionCurve]) -> list[dict]:
              "min_sensitivity": c.trough[0], "epoch_of_min": c.trough[1]} for c in curves]
 
 
+def fig3_curve_rows(curves: list[FixedAttentionCurve]) -> list[dict]:
+    """curves.csv: every run's held-out loss and sensitivity after every epoch."""
+    return [{"ov": c.ov, "alpha": c.alpha, "epoch": e, "loss": float(c.losses[e]),
+             "sensitivity": float(c.sensitivity[e])}
+            for c in curves for e in range(len(c.losses))]
+
+
 FIG3_COLUMNS = ("ov", "alpha", "final_loss", "peak_sensitivity", "epoch_of_peak",
                 "min_sensitivity", "epoch_of_min")
