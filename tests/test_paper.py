@@ -106,3 +106,12 @@ def test_the_chapters_run_table_matches_the_panels():
             assert rate.endswith(f"to {t.lr_qk * t.qk_ramp[1]:g}"), panel.key
         identity_qk = t.model.qk_init == "identity"
         assert ("W_Q, W_K$ default" in init or init == "default") == (not identity_qk), panel.key
+
+
+def test_fig3_comparison_sets_the_authors_quoted_losses_beside_ours():
+    rows = [{"ov": "collapsed", "alpha": 0.4, "final_loss": 0.16},
+            {"ov": "factorized", "alpha": 0.3, "final_loss": 0.002}]
+    table = paper.fig3_comparison(rows, epochs=500)
+    assert table[0] == {"ov": "collapsed", "alpha": 0.4, "companion": 0.16, "authors": 0.1582}
+    assert np.isnan(table[1]["authors"])  # an alpha the authors did not run
+    assert paper.fig3_comparison(rows, epochs=499) == []  # their values are for 500 epochs

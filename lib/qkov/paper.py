@@ -425,5 +425,23 @@ def fig3_curve_rows(curves: list[FixedAttentionCurve]) -> list[dict]:
             for c in curves for e in range(len(c.losses))]
 
 
+# Quoted from the authors' public Fig. 3 notebooks (final losses at epoch 500), not computed.
+AUTHORS_FIG3_FINAL_LOSS = {
+    "collapsed": {0.2: 0.5980, 0.4: 0.1582, 0.6: 0.0645, 0.8: 0.0346, 1.0: 0.02155},
+    "factorized": {0.2: 0.00379, 0.4: 0.00148, 0.6: 0.000892, 0.8: 0.000633, 1.0: 0.000486},
+}
+FIG3_COMPARISON_COLUMNS = ("ov", "alpha", "companion", "authors")
+
+
+def fig3_comparison(rows: list[dict], epochs: int) -> list[dict]:
+    """Each run's final loss next to the authors' (NaN for an alpha they did not run); no
+    rows unless the run trained the authors' 500 epochs."""
+    if epochs != 500:
+        return []
+    return [{"ov": row["ov"], "alpha": row["alpha"], "companion": row["final_loss"],
+             "authors": AUTHORS_FIG3_FINAL_LOSS[row["ov"]].get(row["alpha"], float("nan"))}
+            for row in rows]
+
+
 FIG3_COLUMNS = ("ov", "alpha", "final_loss", "peak_sensitivity", "epoch_of_peak",
                 "min_sensitivity", "epoch_of_min")
