@@ -115,6 +115,8 @@ def test_derived_seeds_differ_by_purpose_and_are_stable():
     assert len(seeds) == 3
     # pinned: a change of the derivation would silently change every stored result
     assert seeding.derived_seed(1234, "data") == PINNED_DATA_SEED
+    with pytest.raises(ValueError, match="unknown seed purpose 'train'"):
+        seeding.derived_seed(1234, "train")
 
 
 def test_worker_processes_give_the_same_results():
