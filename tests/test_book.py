@@ -159,3 +159,5 @@ def test_a_malformed_record_is_named():
               "figures": {"paper-fig4": {"wall_time_s": 2.0, "commit": "abcdef0123456"}}}
     _, rows, _ = book.figures_run_rows(record)
     assert rows == [["paper-fig4", "2 s", "abcdef0123"], ["make figures, from scratch", "1 s", ""]]
+    with pytest.raises(KeyError):
+        book.test_run_rows({"date": "d", "machine": "m"})

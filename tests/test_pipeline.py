@@ -97,3 +97,13 @@ def test_nbval_detects_a_changed_result(run_tool, tmp_path):
                       tmp_path / "paper-fig4.ipynb", "--rootdir", tmp_path, check=False)
     assert result.returncode == 1, result.stdout[-2000:]
     assert "0.5589" in result.stdout and "1 failed" in result.stdout
+
+
+def test_a_passing_test_run_is_recorded(tmp_path):
+    import json
+
+    path = pipeline.record_test(since=1000.0, now=1060.5, root=tmp_path)
+    assert path == tmp_path / "benchmarks" / "results" / "test-run.json"
+    record = json.loads(path.read_text())
+    assert record["wall_time_s"] == 60.5 and record["date"] == "1970-01-01"
+    assert "cores" in record["machine"] and "commit" in record

@@ -67,14 +67,19 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def _git(*args: str) -> str | None:
+def _git(*args: str, cwd: Path | None = None) -> str | None:
     try:
         out = subprocess.run(
-            ["git", *args], cwd=repo_root(), capture_output=True, text=True, timeout=10
+            ["git", *args], cwd=cwd or repo_root(), capture_output=True, text=True, timeout=10
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_commit(root: Path | None = None) -> str | None:
+    """The commit the repository (at ``root``, default this one) is at; None outside git."""
+    return _git("rev-parse", "HEAD", cwd=root)
 
 
 def provenance(wall_time_s: float, **extra: Any) -> dict[str, Any]:
@@ -84,7 +89,7 @@ def provenance(wall_time_s: float, **extra: Any) -> dict[str, Any]:
 
     from . import __version__
 
-    commit = _git("rev-parse", "HEAD")
+    commit = git_commit()
     status = _git("status", "--porcelain", "--untracked-files=no")
     return {
         "commit": commit,

@@ -8,7 +8,8 @@ file, nothing loaded later) into ``_static/mathjax/`` and points Sphinx at it.
 
 Records: the ``qkov-record`` directive renders a table from a JSON file that a measurement
 wrote (``benchmarks/results/trainer-speed.json`` from the trainer benchmark,
-``benchmarks/results/figures-run.json`` from the last from-scratch ``make figures``), so the
+``benchmarks/results/figures-run.json`` from the last from-scratch ``make figures``,
+``benchmarks/results/test-run.json`` from the last passing ``make test``), so the
 numbers the book shows are the measurement's, never typed by hand. A missing or malformed
 record fails the (strict) build with the file's name.
 """
@@ -105,11 +106,20 @@ def figures_run_rows(r: dict) -> tuple[list[str], list[list[str]], str]:
     return ["figure id", "wall time", "commit"], rows, note
 
 
-RECORD_KINDS = {"trainer-speed": trainer_speed_rows, "figures-run": figures_run_rows}
+def test_run_rows(r: dict) -> tuple[list[str], list[list[str]], str]:
+    rows = [["make test: unit tests, nbval over every notebook, book build, browser checks",
+             f"{r['wall_time_s']:.0f} s", (r["commit"] or "?")[:10]]]
+    note = (f"Recorded on {r['date']} ({r['machine']}) by the last passing `make test` "
+            "(installation not included).")
+    return ["run", "wall time", "commit"], rows, note
+
+
+RECORD_KINDS = {"trainer-speed": trainer_speed_rows, "figures-run": figures_run_rows,
+                "test-run": test_run_rows}
 
 
 class RecordDirective(SphinxDirective):
-    """``{qkov-record} trainer-speed`` or ``figures-run``: a table from that JSON record."""
+    """``{qkov-record} KIND`` (a key of RECORD_KINDS): a table from that JSON record."""
 
     required_arguments = 1
 

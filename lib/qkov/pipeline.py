@@ -114,6 +114,7 @@ def library_inputs(notebook: str | Path, root: str | Path | None = None) -> list
     return [f"lib/qkov/{name}.py" for name in ["__init__", *sorted(seen)]]
 RECORDS = Path("benchmarks") / "results"  # relative to the repository root
 FIGURES_RUN = "figures-run.json"
+TEST_RUN = "test-run.json"
 
 # What papermill and nbclient add on every run: timestamps, durations, exceptions flags.
 VOLATILE_KEYS = ["metadata.papermill", "cell.metadata.papermill", "cell.metadata.execution"]
@@ -189,16 +190,39 @@ def record(since: float, now: float | None = None, root: Path | None = None) -> 
                                   "commit": provenance["commit"]}
         except (OSError, ValueError, KeyError) as exc:
             raise SystemExit(f"{path}: not a figure summary ({exc!r})") from exc
-    import platform
-    import os
-
     out = (root or repo_root()) / RECORDS / FIGURES_RUN
     out.parent.mkdir(parents=True, exist_ok=True)
-    record = {"date": time.strftime("%Y-%m-%d", time.gmtime(now)),
-              "machine": f"{platform.platform()}, {os.cpu_count()} cores",
+    record = {"date": time.strftime("%Y-%m-%d", time.gmtime(now)), "machine": _machine(),
               "total_wall_time_s": round(now - since, 1), "figures": figures}
     write_atomic(out, (json.dumps(record, indent=2) + "\n").encode())
     print(f"recorded the run in {out}: {record['total_wall_time_s']:.0f} s")
+    return out
+
+
+def _machine() -> str:
+    import os
+    import platform
+
+    return f"{platform.platform()}, {os.cpu_count()} cores"
+
+
+def record_test(since: float, now: float | None = None, root: Path | None = None) -> Path:
+    """Record a passing test suite's wall time (``now - since``: the unit tests, nbval
+    re-executing every notebook, the strict book build and the browser checks) in
+    ``benchmarks/results/test-run.json``, with the commit and the machine."""
+    import json
+    import time
+
+    from .artifacts import git_commit
+
+    now = time.time() if now is None else now
+    root = root or repo_root()
+    out = root / RECORDS / TEST_RUN
+    record = {"date": time.strftime("%Y-%m-%d", time.gmtime(now)), "machine": _machine(),
+              "commit": git_commit(root), "wall_time_s": round(now - since, 1)}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(out, (json.dumps(record, indent=2) + "\n").encode())
+    print(f"recorded the test run in {out}: {record['wall_time_s']:.0f} s")
     return out
 
 
@@ -216,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     record_p = sub.add_parser("record", help="record the wall times of a from-scratch run")
     record_p.add_argument("--since", type=float, required=True,
                           help="Unix time the run started")
+    test_p = sub.add_parser("record-test", help="record the wall time of a passing make test")
+    test_p.add_argument("--since", type=float, required=True,
+                        help="Unix time the tests started")
     args = parser.parse_args(argv)
 
     if args.command == "run":
@@ -227,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         run(args.notebook, args.output, parameters)
     elif args.command == "record":
         record(args.since)
+    elif args.command == "record-test":
+        record_test(args.since)
     else:
         for path in args.notebooks:
             store(nbformat.read(path, as_version=4), path)
