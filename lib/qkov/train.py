@@ -157,7 +157,13 @@ class _Group:
                 classes = drawn[s].classes.view(chunk, rows)
                 per_stream[s] = (counts, classes) if self.ensemble.fixed else \
                     models.EnsembleBatch.from_counts(counts, classes)
-        if self.ensemble.fixed:  # attention depends on each member's alpha
+        if self.ensemble.fixed and len(per_stream) == 1:
+            # Every member reads one stream (paper Fig. 3): what the attention takes from
+            # the data alone is computed once, then broadcast over the members' alphas.
+            counts, classes = per_stream[member_streams[0]]
+            batch = self.ensemble.batch(counts.unsqueeze(1), classes.unsqueeze(1))
+            batch.targets = batch.targets.expand(-1, len(member_streams), -1, -1)
+        elif self.ensemble.fixed:  # attention depends on each member's alpha
             batch = self.ensemble.batch(*(torch.stack([per_stream[s][j] for s in member_streams],
                                                       1) for j in (0, 1)))
         else:
