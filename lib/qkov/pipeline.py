@@ -23,6 +23,10 @@ import nbformat
 
 from .artifacts import default_dir, repo_root, write_atomic
 
+RECORDS = Path("benchmarks") / "results"  # relative to the repository root
+FIGURES_RUN = "figures-run.json"
+TEST_RUN = "test-run.json"
+
 FIGURE_FILES = ("figure.png", "figure.pdf", "figure.svg", "data.csv", "summary.json")
 
 
@@ -112,9 +116,7 @@ def library_inputs(notebook: str | Path, root: str | Path | None = None) -> list
             seen.add(module)
             pending |= library_imports(module, root) - seen
     return [f"lib/qkov/{name}.py" for name in ["__init__", *sorted(seen)]]
-RECORDS = Path("benchmarks") / "results"  # relative to the repository root
-FIGURES_RUN = "figures-run.json"
-TEST_RUN = "test-run.json"
+
 
 # What papermill and nbclient add on every run: timestamps, durations, exceptions flags.
 VOLATILE_KEYS = ["metadata.papermill", "cell.metadata.papermill", "cell.metadata.execution"]
@@ -190,11 +192,9 @@ def record(since: float, now: float | None = None, root: Path | None = None) -> 
                                   "commit": provenance["commit"]}
         except (OSError, ValueError, KeyError) as exc:
             raise SystemExit(f"{path}: not a figure summary ({exc!r})") from exc
-    out = (root or repo_root()) / RECORDS / FIGURES_RUN
-    out.parent.mkdir(parents=True, exist_ok=True)
     record = {"date": time.strftime("%Y-%m-%d", time.gmtime(now)), "machine": _machine(),
               "total_wall_time_s": round(now - since, 1), "figures": figures}
-    write_atomic(out, (json.dumps(record, indent=2) + "\n").encode())
+    out = _write_record(root, FIGURES_RUN, record)
     print(f"recorded the run in {out}: {record['total_wall_time_s']:.0f} s")
     return out
 
@@ -206,22 +206,28 @@ def _machine() -> str:
     return f"{platform.platform()}, {os.cpu_count()} cores"
 
 
+def _write_record(root: Path | None, name: str, record: dict) -> Path:
+    """Write a measurement record into benchmarks/results/ atomically; its path."""
+    import json
+
+    out = Path(root or repo_root()) / RECORDS / name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(out, (json.dumps(record, indent=2) + "\n").encode())
+    return out
+
+
 def record_test(since: float, now: float | None = None, root: Path | None = None) -> Path:
     """Record a passing test suite's wall time (``now - since``: the unit tests, nbval
     re-executing every notebook, the strict book build and the browser checks) in
     ``benchmarks/results/test-run.json``, with the commit and the machine."""
-    import json
     import time
 
     from .artifacts import git_commit
 
     now = time.time() if now is None else now
-    root = root or repo_root()
-    out = root / RECORDS / TEST_RUN
     record = {"date": time.strftime("%Y-%m-%d", time.gmtime(now)), "machine": _machine(),
               "commit": git_commit(root), "wall_time_s": round(now - since, 1)}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(out, (json.dumps(record, indent=2) + "\n").encode())
+    out = _write_record(root, TEST_RUN, record)
     print(f"recorded the test run in {out}: {record['wall_time_s']:.0f} s")
     return out
 
