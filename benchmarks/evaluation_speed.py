@@ -5,7 +5,7 @@
 Measured in this one run, side by side, on one torch thread (as in a training worker):
 (a) direct: for each of a worker's 5 OV circuits, the model's logits under fixed attention
     alpha and alpha + d on the held-out sequences, their mean cross-entropies, and the
-    pressure as the difference of the two means; (b) ``qkov.metrics.SharpeningProbe`` on
+    pressure as the difference of the two means; (b) ``qkov.synthetic.metrics.SharpeningProbe`` on
     the same circuits and sequences (prepared once, as paper-fig3 does before training).
 Both are compared with the same difference taken in float64, so that the printout shows
 what each costs and how far each is from the exact value.
@@ -20,9 +20,10 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from qkov import metrics, models, paper
+from qkov.figures import paper_fig3
+from qkov.synthetic import metrics, models
 from qkov.circuits import effective
-from qkov.train import train
+from qkov.synthetic.train import train
 
 
 def direct(circuits, batch, alphas, d, dtype=torch.float32) -> np.ndarray:
@@ -56,7 +57,7 @@ def main(argv=None) -> int:
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     torch.set_num_threads(1)
-    runs = [r for r in paper.fig3_runs() if r.model.ov == "collapsed"]  # one worker's share
+    runs = [r for r in paper_fig3.runs() if r.model.ov == "collapsed"]  # one worker's share
     # Circuits a few hundred steps into training, where the pressure is small.
     trained = train([replace(r, epochs=1, batches_per_epoch=200) for r in runs], progress=False)
     circuits = {"W_OV": torch.stack([effective(r.params)[1] for r in trained]),

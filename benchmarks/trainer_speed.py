@@ -8,7 +8,7 @@ printed: machines are shared and noisy, so only the ratios mean something across
 
 (a) baseline: what notebook-first code does - one model at a time, ``nn.Linear`` layers on
     dense one-hot (B, T-1, 50) tensors, autograd, ``torch.optim.SGD`` with a learning rate
-    per circuit; (b) ``qkov.train.train`` on the same 40 runs (8 panels x 5 seeds, batch 32,
+    per circuit; (b) ``qkov.synthetic.train.train`` on the same 40 runs (8 panels x 5 seeds, batch 32,
     T = 64 or 128) as one batched computation on token counts with hand-written gradients,
     in one process; (c) the same split over worker processes (what the notebooks use).
 
@@ -33,8 +33,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from qkov import artifacts, models, paper, seeding, tasks
-from qkov import train as T
+from qkov import artifacts, seeding
+from qkov.figures import paper_fig2
+from qkov.synthetic import models, tasks
+from qkov.synthetic import train as T
 
 V = tasks.VOCAB
 
@@ -186,7 +188,7 @@ def main(argv=None) -> int:
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
 
-    runs = paper.fig2_runs()
+    runs = paper_fig2.runs()
     machine = (f"{platform.platform()}, {torch.get_num_threads()} torch threads, "
                f"torch {torch.__version__}")
     print(f"machine: {machine}")

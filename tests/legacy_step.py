@@ -11,8 +11,8 @@ import math
 
 import torch
 
-from qkov import tasks
-from qkov.models import FIXED_ATTENTION, fixed_attention, init_parameters
+from qkov.synthetic import tasks
+from qkov.synthetic.models import FIXED_ATTENTION, fixed_attention, init_parameters
 
 V = tasks.VOCAB
 SCALE = 1.0 / math.sqrt(V)

@@ -5,7 +5,7 @@ import json
 import matplotlib.pyplot as plt
 import pytest
 
-from qkov import artifacts, figures
+from qkov import artifacts, plotting
 
 
 def test_write_atomic_replaces_whole_files_and_leaves_no_temporary(tmp_path):
@@ -57,8 +57,8 @@ def test_table_text_rounds_to_four_significant_digits():
 def test_save_figure_writes_every_format_reproducibly(tmp_path):
     fig, ax = plt.subplots()
     ax.plot([0, 1], [1, 0])
-    first = [p.read_bytes() for p in figures.save_figure(fig, tmp_path)]
-    second = [p.read_bytes() for p in figures.save_figure(fig, tmp_path)]
+    first = [p.read_bytes() for p in plotting.save_figure(fig, tmp_path)]
+    second = [p.read_bytes() for p in plotting.save_figure(fig, tmp_path)]
     plt.close(fig)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["figure.pdf", "figure.png",
                                                           "figure.svg"]

@@ -38,7 +38,7 @@ def test_baseline_and_library_models_compute_the_same_function():
     import torch
     from torch import nn
 
-    from qkov import models, tasks
+    from qkov.synthetic import models, tasks
     from qkov.circuits import PARAMETERIZATIONS
 
     spec = importlib.util.spec_from_file_location(

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from qkov import paper
+from qkov.figures import paper_fig2, paper_fig3
 from qkov.params import ParameterError
 
 
@@ -33,7 +33,7 @@ def test_fig2_notebook_writes_its_artifacts(run_tool, tmp_path):
     # One trajectory row per run and measured epoch, epoch 0 (before training) included.
     trajectories = (out / "trajectories.csv").read_text().splitlines()
     assert trajectories[0] == "panel,seed,epoch,loss,attention_distinct,attention_class"
-    epochs = {p.key: max(1, round(p.template.epochs * 0.002)) for p in paper.FIG2_PANELS}
+    epochs = {p.key: max(1, round(p.template.epochs * 0.002)) for p in paper_fig2.PANELS}
     assert len(trajectories) - 1 == 2 * sum(e + 1 for e in epochs.values())
     start = [line.split(",") for line in trajectories[1:] if line.split(",")[2] == "0"]
     faco = [float(row[3]) for row in start if row[0] == "FACO"]  # from 1e-6 I: loss log 50
@@ -71,7 +71,7 @@ FIG3 = {"alphas": [0.2, 1.0], "epochs": 500, "batches_per_epoch": 250, "seed": 1
 ])
 def test_fig2_parameters_are_checked(bad, name):
     with pytest.raises(ParameterError, match=f"parameter '{name}'"):
-        paper.validate_fig2({**FIG2, **bad})
+        paper_fig2.Parameters(**{**FIG2, **bad})
 
 
 @pytest.mark.parametrize("bad, name", [
@@ -80,4 +80,4 @@ def test_fig2_parameters_are_checked(bad, name):
 ])
 def test_fig3_parameters_are_checked(bad, name):
     with pytest.raises(ParameterError, match=f"parameter '{name}'"):
-        paper.validate_fig3({**FIG3, **bad})
+        paper_fig3.Parameters(**{**FIG3, **bad})

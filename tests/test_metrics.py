@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from qkov import metrics, models, tasks
+from qkov.synthetic import metrics, models, tasks
 from qkov.circuits import effective
-from qkov import train as T
+from qkov.synthetic import train as T
 
 
 @pytest.fixture(scope="module")

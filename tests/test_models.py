@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from qkov import models as M
-from qkov import tasks
+from qkov.synthetic import models as M
+from qkov.synthetic import tasks
 from qkov.circuits import PARAMETERIZATIONS
 
 SPECS = [M.ModelSpec(p, ov_bias=bias, fixed_alpha=alpha)

@@ -5,16 +5,17 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from qkov import metrics, paper
-from qkov.models import ModelSpec
-from qkov.train import RunConfig, train
+from qkov.figures import paper_fig2, paper_fig3
+from qkov.synthetic import metrics
+from qkov.synthetic.models import ModelSpec
+from qkov.synthetic.train import RunConfig, train
 
 
 def test_fig2_has_eight_panels_of_five_seeds_at_paper_scale():
-    runs = paper.fig2_runs()
+    runs = paper_fig2.runs()
     assert len(runs) == 40 and len({r.name for r in runs}) == 40
     assert {r.seed for r in runs} == {1234, 1235, 1236, 1237, 1238}
-    by_key = {p.key: p.template for p in paper.FIG2_PANELS}
+    by_key = {p.key: p.template for p in paper_fig2.PANELS}
     assert (by_key["CAFO"].epochs, by_key["CAFO"].batches_per_epoch) == (5000, 200)
     assert by_key["FAFO-qk20x"].lr_qk == 0.2 and by_key["FAFO-qk20x"].lr_ov == 0.01
     assert by_key["FAFO-ramp40x"].qk_ramp == (1.0, 40.0)
@@ -24,7 +25,7 @@ def test_fig2_has_eight_panels_of_five_seeds_at_paper_scale():
 
 
 # Paper-spec section 3, panel by panel: (parameterization, QK init, OV init, epochs, batches
-# per epoch, lr_qk, QK ramp, T, early stop). Typed from the spec, not from qkov.paper, so a
+# per epoch, lr_qk, QK ramp, T, early stop). Typed from the spec, not from qkov.figures.paper_fig2, so a
 # drift of either shows here.
 SPEC_TABLE = {
     "FAFO": ("FAFO", "default", "identity", 2500, 250, 0.01, (1.0, 1.0), 64, 1e-3),
@@ -39,8 +40,8 @@ SPEC_TABLE = {
 
 
 def test_fig2_panels_follow_the_spec_table():
-    assert [p.key for p in paper.FIG2_PANELS] == list(SPEC_TABLE)
-    for panel in paper.FIG2_PANELS:
+    assert [p.key for p in paper_fig2.PANELS] == list(SPEC_TABLE)
+    for panel in paper_fig2.PANELS:
         t = panel.template
         got = (t.model.parameterization, t.model.qk_init, t.model.ov_init, t.epochs,
                t.batches_per_epoch, t.lr_qk, t.qk_ramp, t.T, t.early_stop_loss)
@@ -51,10 +52,10 @@ def test_fig2_panels_follow_the_spec_table():
 
 
 def test_fig3_trains_the_ov_circuit_only_under_fixed_attention():
-    runs = paper.fig3_runs()
+    runs = paper_fig3.runs()
     assert len(runs) == 10
     for r in runs:
-        assert r.lr_qk == 0 and r.model.fixed_alpha in paper.FIG3_ALPHAS
+        assert r.lr_qk == 0 and r.model.fixed_alpha in paper_fig3.ALPHAS
         assert r.per_class_batches and r.steps == 500 * 250 and r.seed == 1234
         assert r.model.ov_bias == (r.model.ov == "collapsed")
 
@@ -72,7 +73,7 @@ def test_conservation_drift_grows_with_the_step_size():
 
     def drift(lr):
         run = RunConfig("r", spec, 5, 2, 50, lr_qk=lr, lr_ov=lr)
-        return paper.conservation_drift(train([run], progress=False)[0])
+        return paper_fig2.conservation_drift(train([run], progress=False)[0])
 
     small, large = drift(1e-2), drift(1.0)
     assert set(small) == {"qk", "ov"}
@@ -95,8 +96,8 @@ def test_the_chapters_run_table_matches_the_panels():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if line.startswith("| ") and cells[0] in CHAPTER_ROWS:
             rows[CHAPTER_ROWS[cells[0]]] = cells
-    assert sorted(rows) == sorted(p.key for p in paper.FIG2_PANELS)
-    for panel in paper.FIG2_PANELS:
+    assert sorted(rows) == sorted(p.key for p in paper_fig2.PANELS)
+    for panel in paper_fig2.PANELS:
         _, model, init, rate, length = rows[panel.key]
         t = panel.template
         assert length == f"{t.epochs} x {t.batches_per_epoch}", panel.key
@@ -111,7 +112,7 @@ def test_the_chapters_run_table_matches_the_panels():
 def test_fig3_comparison_sets_the_authors_quoted_losses_beside_ours():
     rows = [{"ov": "collapsed", "alpha": 0.4, "final_loss": 0.16},
             {"ov": "factorized", "alpha": 0.3, "final_loss": 0.002}]
-    table = paper.fig3_comparison(rows, epochs=500)
+    table = paper_fig3.comparison(rows, epochs=500)
     assert table[0] == {"ov": "collapsed", "alpha": 0.4, "companion": 0.16, "authors": 0.1582}
     assert np.isnan(table[1]["authors"])  # an alpha the authors did not run
-    assert paper.fig3_comparison(rows, epochs=499) == []  # their values are for 500 epochs
+    assert paper_fig3.comparison(rows, epochs=499) == []  # their values are for 500 epochs

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from qkov import stylized as S
-from qkov import theory as T
+from qkov.theory import stylized as S
+from qkov.theory import reduced as T
 from qkov.circuits import effective
 from qkov.params import ParameterError
 

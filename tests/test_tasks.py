@@ -5,7 +5,7 @@ import pytest
 import torch
 from scipy import stats
 
-from qkov import tasks
+from qkov.synthetic import tasks
 
 
 def test_class_distributions_follow_the_spec():

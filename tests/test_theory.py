@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from qkov import theory as T
+from qkov.theory import reduced as T
 from qkov.params import ParameterError
 
 SETTING = T.Setting(m=5, n=50, b=50, M=20)
@@ -47,7 +47,7 @@ def test_loss_and_alpha_match_their_definitions():
 @pytest.fixture(scope="module")
 def sweep():
     thresholds = T.loss_thresholds(1.0, 1e-4, 10)
-    return thresholds, T.ratio_sweep(SETTING, 1.0, RATIOS, 1e-4, thresholds)
+    return thresholds, [T.integrate_until(SETTING, 1.0, r, 1e-4, thresholds) for r in RATIOS]
 
 
 def test_closed_form_matches_integration(sweep):

@@ -7,7 +7,7 @@ import nbformat
 import pytest
 
 from conftest import REPO
-from qkov import theory_runs
+from qkov.figures import theory_ratio_sweep, theory_reduction, theory_rescaling
 from qkov.params import ParameterError
 
 SMALL = ["-p", "m", "2", "-p", "n", "7", "-p", "b", "3.5", "-p", "M", "4"]
@@ -95,17 +95,17 @@ def test_rescaling_needs_the_fig2_artifacts(run_tool, tmp_path):
 def test_old_fig2_artifacts_without_trajectories_are_rejected(tmp_path):
     summary = fig2_artifacts(tmp_path / "fig2", {"FAFO": 0.3})
     with pytest.raises(ParameterError, match=r"parameter 'fig2_summary'.*trajectories.csv"):
-        theory_runs.measured_fig2_sharpness(summary, 0.01)  # rows for FAFO only
+        theory_rescaling.measured_fig2_sharpness(summary, 0.01)  # rows for FAFO only
     (tmp_path / "fig2" / "trajectories.csv").unlink()
     with pytest.raises(ParameterError, match=r"parameter 'fig2_summary': no file .*trajectories"):
-        theory_runs.measured_fig2_sharpness(summary, 0.01)
+        theory_rescaling.measured_fig2_sharpness(summary, 0.01)
 
 
 def test_a_matched_loss_some_run_never_reached_is_named(tmp_path):
     summary = fig2_artifacts(tmp_path / "fig2", {"FAFO": 0.3, "FACO": 0.8, "CAFO": 0.2,
                                                  "CACO": 0.5})
     with pytest.raises(ParameterError, match=r"parameter 'matched_loss'.*FAFO.*0\.001"):
-        theory_runs.measured_fig2_sharpness(summary, 1e-4)
+        theory_rescaling.measured_fig2_sharpness(summary, 1e-4)
 
 
 def test_ratio_sweep_notebook_at_a_small_scale(run_tool, tmp_path):
@@ -132,8 +132,8 @@ def test_ratio_sweep_notebook_at_a_small_scale(run_tool, tmp_path):
 
 
 def test_a_smaller_ov_rate_gets_proportionally_more_epochs():
-    p = theory_runs.validate_sweep({**SWEEP, "variants": [[64, "identity", 0.01]]})
-    (config,) = theory_runs.variant_configs(p)
+    p = theory_ratio_sweep.Parameters(**{**SWEEP, "variants": [[64, "identity", 0.01]]})
+    (config,) = theory_ratio_sweep.variant_configs(p)
     assert (config.epochs, config.lr_ov, config.lr_qk, config.T) == (100, 0.01, 0.1, 64)
     assert config.model.qk_init == config.model.ov_init == "identity"
     assert config.early_stop_loss == 0.05
@@ -142,8 +142,8 @@ def test_a_smaller_ov_rate_gets_proportionally_more_epochs():
 def test_distinct_turning_points():
     rows = [{"r": r, "task_distinct_mean": a} for r, a in
             [(0.1, 0.36), (1, 0.45), (3, 0.5), (10, 0.2), (30, 0.05)]]
-    assert theory_runs.distinct_turning_points(rows) == (3, 10)
-    assert theory_runs.distinct_turning_points(rows[:3]) == (3, None)
+    assert theory_ratio_sweep.distinct_turning_points(rows) == (3, 10)
+    assert theory_ratio_sweep.distinct_turning_points(rows[:3]) == (3, None)
 
 
 REDUCTION = {"m": 5, "n": 50, "b": 50.0, "M": 20, "eta_ov": 1.0, "ratios": [1], "target_loss": 0.01,
@@ -162,7 +162,7 @@ SWEEP = {"m": 5, "n": 50, "b": 50.0, "M": 20, "ratios": [1], "matched_loss": 0.0
 ])
 def test_reduction_parameters_are_checked(bad, name):
     with pytest.raises(ParameterError, match=f"parameter '{name}'"):
-        theory_runs.validate_reduction({**REDUCTION, **bad})
+        theory_reduction.Parameters(**{**REDUCTION, **bad})
 
 
 @pytest.mark.parametrize("bad, name", [
@@ -174,7 +174,7 @@ def test_reduction_parameters_are_checked(bad, name):
 ])
 def test_sweep_parameters_are_checked(bad, name):
     with pytest.raises(ParameterError, match=f"parameter '{name}'"):
-        theory_runs.validate_sweep({**SWEEP, **bad})
+        theory_ratio_sweep.Parameters(**{**SWEEP, **bad})
 
 
 def test_ordering_text_says_whether_a_swap_is_beyond_the_seeds_noise():
@@ -183,11 +183,11 @@ def test_ordering_text_says_whether_a_swap_is_beyond_the_seeds_noise():
                  "measured_attention": a, "measured_attention_std": 0.002, "measured_seeds": 5}
                 for n, pr, mr, a in [("FACO", 1, 1, 0.56), ("FAFO", 2, 3, fafo_attention),
                                      ("CAFO", 3, 2, 0.3585)]]
-    tied = theory_runs.ordering_text(rows(0.3583)).splitlines()
+    tied = theory_rescaling.ordering_text(rows(0.3583)).splitlines()
     assert tied[2] == "orderings are different"
     # gap 0.0002; 2 * sqrt(2 * 0.002**2 / 4) = 0.0028
     assert tied[3] == "FAFO and CAFO swap: measured gap 0.0002, within two standard errors (0.0028)"
-    apart = theory_runs.ordering_text(rows(0.30)).splitlines()
+    apart = theory_rescaling.ordering_text(rows(0.30)).splitlines()
     assert apart[3].startswith("FAFO and CAFO swap: measured gap 0.058, beyond")
     same = [{**r, "measured_rank": r["predicted_rank"]} for r in rows(0.3583)]
-    assert theory_runs.ordering_text(same).splitlines()[2:] == ["orderings are the same"]
+    assert theory_rescaling.ordering_text(same).splitlines()[2:] == ["orderings are the same"]

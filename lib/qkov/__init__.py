@@ -5,15 +5,21 @@ Modules by layer, lowest first (a module imports only from layers below its own;
 suite checks it):
 
 - ``circuits`` (the four parameterizations, which parameters are QK or OV), ``seeding``
-  (every random generator), ``params`` (notebook parameter checks), ``processes`` (runs
-  spread over worker processes), ``artifacts`` (output folders, provenance, atomic writes);
-- ``theory`` (reduced dynamics, closed forms), ``tasks`` (the synthetic task's data);
-- ``stylized`` (full matrices whose gradient flow is the reduced dynamics), ``models``
-  (the task's one-layer attention models and their ensembles);
-- ``train`` (training many models as one batched computation), ``metrics``;
-- ``paper`` (paper Figs. 2 and 3), ``theory_runs`` (the theory chapter's figures);
-- ``figures`` (house style, panels, saving), ``book`` (the book's Sphinx extension),
-  ``pipeline`` (executing and storing notebooks).
+  (every random generator), ``params`` (notebook parameters: checks, typed figure
+  parameters), ``processes`` (runs spread over worker processes), ``artifacts`` (output
+  folders, provenance, atomic writes);
+- ``theory.reduced`` (the reduced dynamics, closed forms), ``synthetic.tasks`` (the
+  synthetic task's data), ``plotting`` (house style, drawing, saving a figure's files);
+- ``theory.stylized`` (full matrices whose gradient flow is the reduced dynamics),
+  ``synthetic.models`` (the task's one-layer attention models and their ensembles);
+- ``synthetic.train`` (training many models as one batched computation),
+  ``synthetic.metrics``;
+- ``figures.<figure_id>``: one module per figure of the book (``figures.paper_fig2``, ...);
+- ``book`` (the book's Sphinx extension), ``pipeline`` (the figure registry, executing and
+  storing notebooks).
+
+The language experiments will get packages of their own beside ``synthetic`` (their data,
+models and training) and a model-agnostic ``attribution`` below them.
 """
 
 from importlib.metadata import PackageNotFoundError, version

@@ -77,9 +77,9 @@ def trainer_speed_rows(r: dict) -> tuple[list[str], list[list[str]], str]:
     step = r["step"]
     rows = [
         ["(a) per-model baseline", f"{r['baseline_model_steps_per_s']:,.0f}", "1x"],
-        ["(b) qkov.train, one process", f"{r['trainer_model_steps_per_s']:,.0f}",
+        ["(b) qkov.synthetic.train, one process", f"{r['trainer_model_steps_per_s']:,.0f}",
          f"{r['speedup_one_process']:.1f}x"],
-        [f"(c) qkov.train, {r['workers']} worker processes",
+        [f"(c) qkov.synthetic.train, {r['workers']} worker processes",
          f"{r['trainer_workers_model_steps_per_s']:,.0f}", f"{r['speedup_workers']:.1f}x"],
     ]
     note = (f"Measured on {r['date']} ({r['machine']}; {r['trainer_steps']:,} steps of each "

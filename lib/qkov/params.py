@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 import types
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import MISSING, dataclass, field, fields
 from numbers import Integral, Real
 from typing import Any
 
@@ -143,11 +144,61 @@ def optional_path(name: str, value: Any) -> str | None:
     return value
 
 
-def run_options(p: dict[str, Any]) -> dict[str, Any]:
-    """The parameters every training notebook shares: evaluation size and how to run."""
-    return {
-        "eval_batches": integer("eval_batches", p["eval_batches"], 1),
-        "workers": integer("workers", p["workers"], 1),
-        "progress": boolean("progress", p["progress"]),
-        "artifacts_dir": optional_path("artifacts_dir", p["artifacts_dir"]),
-    }
+# --- typed parameters of a figure ---------------------------------------------------------
+
+
+def parameter(default: Any, check: Callable[..., Any], **limits: Any) -> Any:
+    """A field of a :class:`FigureParameters` dataclass: its default (the notebook's) and the
+    check that ``__post_init__`` applies, e.g. ``parameter(0.01, number, above=0)``."""
+    def checked(name: str, value: Any) -> Any:
+        return check(name, value, **limits)
+
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata={"check": checked})
+    return field(default=default, metadata={"check": checked})
+
+
+@dataclass(frozen=True)
+class FigureParameters:
+    """Base of every figure's parameters: a frozen dataclass whose fields are the parameters
+    of the figure's notebook, checked field by field (and then by :meth:`check`, for
+    relations between fields) when it is made, so a bad value fails before any work with a
+    message naming it. A notebook makes it with :meth:`from_notebook`; code and tests call
+    the class with keyword arguments (an unknown name is a TypeError naming it).
+
+    ``given`` keeps the values as they were passed (for summary.json); the fields hold them
+    checked and converted (e.g. a list of numbers as floats).
+    """
+
+    def __post_init__(self):
+        object.__setattr__(self, "_given", {name: getattr(self, name) for name in self.names()})
+        for f in fields(self):
+            if f.init and "check" in f.metadata:
+                object.__setattr__(self, f.name, f.metadata["check"](f.name, getattr(self, f.name)))
+        self.check()
+
+    def check(self) -> None:
+        """Relations between fields, and derived values (set with ``object.__setattr__``)."""
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls) if f.init)
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        return {f.name: f.default if f.default is not MISSING else f.default_factory()
+                for f in fields(cls) if f.init}
+
+    @classmethod
+    def from_notebook(cls, namespace: dict[str, Any]):
+        """The parameters from a notebook's ``globals()`` (see :func:`collect`), checked."""
+        return cls(**collect(namespace, cls.names()))
+
+    @property
+    def given(self) -> dict[str, Any]:
+        return dict(self._given)
+
+
+def derived(**kw: Any) -> Any:
+    """A field :meth:`FigureParameters.check` computes (not a parameter)."""
+    return field(init=False, repr=False, compare=False, **kw)

@@ -70,30 +70,66 @@ FIGURE_JOBS = (
 FIGURE_IDS = tuple(job.figure_id for job in FIGURE_JOBS)
 
 
-def _imported_modules(source: str) -> set[str]:
-    """The qkov modules a piece of code imports: ``from qkov import x``, ``from qkov.x
-    import y``, ``import qkov.x`` and, inside the package, ``from . import x`` and
-    ``from .x import y``."""
+def _module_file(module: str, root: Path) -> Path | None:
+    """The file of qkov module ``module`` ("params", "synthetic.models", "figures"), or None
+    if there is no such module (a name imported from a module, not a module)."""
+    base = root / "lib" / "qkov" / Path(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _imported_modules(source: str, root: Path, package: str = "") -> set[str]:
+    """The qkov modules a piece of code imports, as dotted names below ``qkov``: ``from qkov
+    import x``, ``from qkov.x import y``, ``import qkov.x.y`` and, inside the package
+    ``package`` (e.g. "synthetic"), relative imports (``from . import x``, ``from ..x import
+    y``). An imported name that is a submodule counts as that module; any other name counts
+    as the module it comes from."""
     found = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):
-            if node.level == 1:
-                found |= {node.module.split(".")[0]} if node.module else {
-                    alias.name for alias in node.names}
-            elif node.module == "qkov":
-                found |= {alias.name for alias in node.names}
-            elif node.module and node.module.startswith("qkov."):
-                found.add(node.module.split(".")[1])
+            if node.level:
+                parts = package.split(".") if package else []
+                parts = parts[:len(parts) - (node.level - 1)]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            elif node.module == "qkov" or (node.module or "").startswith("qkov."):
+                base = node.module[len("qkov."):] if node.module != "qkov" else ""
+            else:
+                continue
+            for alias in node.names:
+                name = f"{base}.{alias.name}" if base else alias.name
+                if _module_file(name, root):
+                    found.add(name)
+                elif base:
+                    found.add(base)
         elif isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[1] for alias in node.names
+            found |= {alias.name[len("qkov."):] for alias in node.names
                       if alias.name.startswith("qkov.")}
-    return found - {"__version__"}
+    found.discard("__version__")
+    # Importing a.b runs a/__init__.py first.
+    return found | {".".join(m.split(".")[:k]) for m in found for k in range(1, m.count(".") + 1)}
+
+
+def library_modules(root: str | Path | None = None) -> list[str]:
+    """Every qkov module (dotted, below ``qkov``; packages by their name)."""
+    lib = Path(root or repo_root()) / "lib" / "qkov"
+    names = []
+    for path in sorted(lib.rglob("*.py")):
+        parts = path.relative_to(lib).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts:
+            names.append(".".join(parts))
+    return names
 
 
 def library_imports(module: str, root: str | Path | None = None) -> set[str]:
-    """The qkov modules that module ``module`` (e.g. "paper") imports directly."""
-    path = Path(root or repo_root()) / "lib" / "qkov" / f"{module}.py"
-    return _imported_modules(path.read_text())
+    """The qkov modules that module ``module`` (e.g. "figures.paper_fig2") imports directly."""
+    root = Path(root or repo_root())
+    path = _module_file(module, root)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    return _imported_modules(path.read_text(), root, package) - {module}
 
 
 def library_inputs(notebook: str | Path, root: str | Path | None = None) -> list[str]:
@@ -108,14 +144,15 @@ def library_inputs(notebook: str | Path, root: str | Path | None = None) -> list
         if cell.cell_type == "code":
             source = "\n".join(line for line in cell.source.splitlines()
                                if not line.lstrip().startswith(("%", "!")))
-            pending |= _imported_modules(source)
+            pending |= _imported_modules(source, root)
     seen = set()
     while pending:
         module = pending.pop()
         if module not in seen:
             seen.add(module)
             pending |= library_imports(module, root) - seen
-    return [f"lib/qkov/{name}.py" for name in ["__init__", *sorted(seen)]]
+    files = {_module_file(name, root) for name in seen} | {root / "lib" / "qkov" / "__init__.py"}
+    return sorted(str(path.relative_to(root)) for path in files)
 
 
 # What papermill and nbclient add on every run: timestamps, durations, exceptions flags.

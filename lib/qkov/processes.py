@@ -21,7 +21,7 @@ def map_in_processes(function, argument_tuples: list[tuple], workers: int) -> li
     forked processes (in this process when ``workers`` is 1 or there is one call).
 
     ``function`` must be defined at a module's top level; forking lets the workers inherit
-    module state set just before the call (see :mod:`qkov.train`).
+    module state set just before the call (see :mod:`qkov.synthetic.train`).
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"parameter 'workers': expected an integer >= 1, got {workers!r}")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import seeding
+from .. import seeding
 
 VOCAB = 50
 N_CLASSES = 4

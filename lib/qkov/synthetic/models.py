@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import torch
 
 from . import tasks
-from .circuits import check_parameterization, effective
-from .circuits import circuit_kinds as circuits
+from ..circuits import check_parameterization, effective
+from ..circuits import circuit_kinds as circuits
 
 FIXED_ATTENTION = "fixed"  # the QK "circuit" of a fixed-attention model
 V = tasks.VOCAB

@@ -1,8 +1,11 @@
-"""The paper's experimental configurations (paper-spec sections 3 and 4), in one place.
+"""paper-fig2: paper Fig. 2 - attention against probability of the correct token for the four
+parameterizations at equal learning rates (row 1) and with faster QK learning (row 2).
 
-Notebooks, benchmarks and tests take their runs from here, so "paper scale" means the same
-thing everywhere. Where the paper's public material leaves a choice open, it is a keyword
-argument with the companion's choice as default (and the book says so).
+:class:`Parameters` are the notebook's parameters; :func:`train` trains every panel and seed
+together, recording held-out loss and attention along the way; :func:`summaries` evaluates
+the trained runs on held-out sequences; the table and row functions turn those into what the
+notebook prints and the artifacts hold. The panels' runs (:data:`PANELS`) follow the paper's
+table (paper-spec section 3), which a test checks against the book's run table.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from . import artifacts, metrics, models
-from . import params as P
-from .models import ModelSpec
-from .seeding import init_generator
-from .train import RunConfig, train
+from .. import artifacts
+from ..params import FigureParameters, integer, number, optional_path, boolean, parameter, seed_list
+from ..seeding import init_generator
+from ..synthetic import metrics, models
+from ..synthetic.models import ModelSpec
+from ..synthetic.train import RunConfig
+from ..synthetic.train import train as train_runs
 
 SEEDS = (1234, 1235, 1236, 1237, 1238)
 EARLY_STOP_LOSS = 1e-3
@@ -51,7 +56,7 @@ def _identity(p):
 
 # Early stopping at a mean epoch loss of 1e-3 where the authors' notebooks stop: row 1 and
 # FAFO with QK 20x; the other row-2 panels train for their full length, as there.
-FIG2_PANELS = (
+PANELS = (
     _panel("FAFO", "FAFO", ModelSpec("FAFO", qk_init="default", ov_init="identity"), 2500,
            250, early_stop=True),
     _panel("FACO", "FACO", _identity("FACO"), 2500, 250, early_stop=True),
@@ -68,48 +73,29 @@ FIG2_PANELS = (
 )
 
 
-def fig2_runs(seeds=SEEDS, epochs_scale: float = 1.0) -> list[RunConfig]:
+def runs(seeds=SEEDS, epochs_scale: float = 1.0) -> list[RunConfig]:
     """All eight panels x seeds (40 runs at paper scale)."""
-    return [run for panel in FIG2_PANELS for run in panel.runs(seeds, epochs_scale)]
+    return [run for panel in PANELS for run in panel.runs(seeds, epochs_scale)]
 
 
-FIG3_ALPHAS = (0.2, 0.4, 0.6, 0.8, 1.0)
-FIG3_OV = {  # the OV circuit under fixed attention: collapsed with bias, factorized without
-    "collapsed": dict(parameterization="CACO", ov_bias=True),
-    "factorized": dict(parameterization="CAFO", ov_bias=False),
-}
 
+@dataclass(frozen=True)
+class Parameters(FigureParameters):
+    """The notebook's parameters (defaults: paper scale)."""
 
-def fig3_runs(alphas=FIG3_ALPHAS, epochs: int = 500, batches_per_epoch: int = 250,
-              seed: int = 1234, lr: float = 1e-2) -> list[RunConfig]:
-    """Fixed attention, OV only: one run per OV parameterization x alpha (batch 32/class)."""
-    return [
-        RunConfig(f"{ov}/alpha{alpha:g}", ModelSpec(**kw, fixed_alpha=alpha), seed, epochs,
-                  batches_per_epoch, lr_qk=0.0, lr_ov=lr, batch_size=32, T=64,
-                  per_class_batches=True)
-        for ov, kw in FIG3_OV.items() for alpha in alphas
-    ]
-
-
-# --- paper-fig2: train, evaluate, summarise ----------------------------------------------
-
-FIG2_PARAMETERS = ("seeds", "epochs_scale", "eval_batches", "trajectory_batches", "workers",
-                   "progress", "artifacts_dir")
-
-
-def validate_fig2(p: dict) -> dict:
-    return {
-        "seeds": P.seed_list("seeds", p["seeds"]),
-        "epochs_scale": P.number("epochs_scale", p["epochs_scale"], above=0, below=1 + 1e-12),
-        "trajectory_batches": P.integer("trajectory_batches", p["trajectory_batches"], 1),
-        **P.run_options(p),
-    }
+    seeds: list = parameter(list(SEEDS), seed_list)  # one run per panel and seed
+    epochs_scale: float = parameter(1.0, number, above=0, below=1 + 1e-12)  # of paper epochs
+    eval_batches: int = parameter(200, integer, minimum=1)  # held-out batches for heatmaps
+    trajectory_batches: int = parameter(16, integer, minimum=1)  # held-out, trajectories
+    workers: int = parameter(2, integer, minimum=1)  # training processes
+    progress: bool = parameter(True, boolean)
+    artifacts_dir: str | None = parameter(None, optional_path)
 
 
 TRAJECTORY_DENSE_EPOCHS, TRAJECTORY_EVERY = 100, 10
 
 
-def fig2_train(p: dict):
+def train(p: Parameters):
     """Train every panel and seed together; after every epoch (and before the first) measure
     each run's held-out loss and attention on ``trajectory_batches`` batches of its own
     held-out stream (the first batches of the set the heatmaps use), so that panels can be
@@ -125,7 +111,7 @@ def fig2_train(p: dict):
         for c in configs:
             if (c.seed, c.T) not in held_out:
                 held_out[c.seed, c.T] = metrics.held_out_batches(c.seed, c.T,
-                                                                 p["trajectory_batches"])
+                                                                 p.trajectory_batches)
         values = np.zeros((len(configs), 3))
         for T in {c.T for c in configs}:  # counts of different T do not stack: one call per T
             index = [i for i, c in enumerate(configs) if c.T == T]
@@ -135,8 +121,8 @@ def fig2_train(p: dict):
                 torch.stack([b.counts for b in sets]), torch.stack([b.classes for b in sets]))
         return [(epoch, *map(float, row)) for row in values]
 
-    return train(fig2_runs(p["seeds"], p["epochs_scale"]), progress=p["progress"],
-                 epoch_callback=measure, desc="paper-fig2", workers=p["workers"])
+    return train_runs(runs(p.seeds, p.epochs_scale), progress=p.progress,
+                      epoch_callback=measure, desc="paper-fig2", workers=p.workers)
 
 
 @dataclass
@@ -196,10 +182,10 @@ def conservation_drift(result) -> dict[str, float]:
     return drifts
 
 
-def fig2_summaries(results, eval_batches: int) -> list[PanelSummary]:
+def summaries(results, eval_batches: int) -> list[PanelSummary]:
     """Evaluate every trained run on held-out sequences and summarise each panel over seeds."""
     summaries = []
-    for panel in FIG2_PANELS:
+    for panel in PANELS:
         mine = [r for r in results if r.config.name.split("/")[0] == panel.key]
         evaluations = [
             metrics.evaluate(r.params, r.config.model,
@@ -221,11 +207,11 @@ def _interval(values, digits: int = 4) -> str:
     return f"{mean:.{digits}g} ± {half:.2g}"
 
 
-FIG2_TABLE_COLUMNS = ("panel", "epochs", "train_loss", "test_loss", "accuracy", "mean_attn",
+TABLE_COLUMNS = ("panel", "epochs", "train_loss", "test_loss", "accuracy", "mean_attn",
                       "pct_attn>=0.8", "pct_both>=0.8")
 
 
-def fig2_table(summaries: list[PanelSummary]) -> list[dict]:
+def table(summaries: list[PanelSummary]) -> list[dict]:
     """The notebook's table: per panel, mean over seeds ± the half-width of its 95% t
     interval (metrics.seed_interval) of each column."""
     return [
@@ -238,10 +224,10 @@ def fig2_table(summaries: list[PanelSummary]) -> list[dict]:
     ]
 
 
-FIG2_DIAGNOSTIC_COLUMNS = ("panel", "pct_separable", "separability", "drift_qk", "drift_ov")
+DIAGNOSTIC_COLUMNS = ("panel", "pct_separable", "separability", "drift_qk", "drift_ov")
 
 
-def fig2_diagnostics(summaries: list[PanelSummary]) -> list[dict]:
+def diagnostics(summaries: list[PanelSummary]) -> list[dict]:
     """Per panel: the % of held-out sequences with positive separability and its mean (mean
     over seeds ± 95% interval), and the largest relative drift over seeds of each factorized
     circuit's conserved quantity ("-" for a collapsed circuit)."""
@@ -261,7 +247,7 @@ def fig2_diagnostics(summaries: list[PanelSummary]) -> list[dict]:
 TRAJECTORY_MEASURES = ("attention_distinct", "attention_class")
 
 
-def fig2_trajectory_rows(summaries: list[PanelSummary]) -> list[dict]:
+def trajectory_rows(summaries: list[PanelSummary]) -> list[dict]:
     """trajectories.csv: every run's held-out loss and attention after every epoch."""
     return [
         {"panel": s.panel.key, "seed": seed, "epoch": int(row[0]), "loss": float(row[1]),
@@ -312,7 +298,7 @@ def matched_loss_curves(summaries: list[PanelSummary], levels) -> list[dict]:
     return rows
 
 
-def fig2_rows(summaries: list[PanelSummary]) -> list[dict]:
+def rows(summaries: list[PanelSummary]) -> list[dict]:
     """summary.json rows: per panel x attention bin, the % of held-out sequences (mean and
     std over seeds), with the panel's mean final training loss, held-out accuracy and mean
     attention mass on distinct tokens (mean and std over seeds)."""
@@ -333,7 +319,7 @@ def fig2_rows(summaries: list[PanelSummary]) -> list[dict]:
     return rows
 
 
-def fig2_heatmap_cells(summaries: list[PanelSummary]) -> list[dict]:
+def heatmap_cells(summaries: list[PanelSummary]) -> list[dict]:
     """data.csv: every plotted heatmap cell (mean and std over seeds)."""
     edges = metrics.HEATMAP_BINS
     return [
@@ -343,105 +329,3 @@ def fig2_heatmap_cells(summaries: list[PanelSummary]) -> list[dict]:
          "pct_std": float(s.heatmap_std[i, j])}
         for s in summaries for i in range(5) for j in range(5)
     ]
-
-
-# --- paper-fig3: fixed attention ------------------------------------------------------------
-
-FIG3_PARAMETERS = ("alphas", "epochs", "batches_per_epoch", "seed", "lr", "eval_batches", "d",
-                   "workers", "progress", "artifacts_dir")
-
-
-def validate_fig3(p: dict) -> dict:
-    alphas = P.number_list("alphas", p["alphas"], above=0, below=1 + 1e-12)
-    seed = P.integer("seed", p["seed"], 0)
-    return {
-        "alphas": alphas,
-        "epochs": P.integer("epochs", p["epochs"], 1),
-        "batches_per_epoch": P.integer("batches_per_epoch", p["batches_per_epoch"], 1),
-        "seed": seed,
-        "lr": P.number("lr", p["lr"], above=0),
-        "d": P.number("d", p["d"], above=0, below=0.5),
-        **P.run_options(p),
-    }
-
-
-@dataclass
-class FixedAttentionCurve:
-    """L_t(alpha) and the sensitivity (L_t(alpha) - L_t(alpha + d)) / d at epochs 0..E."""
-
-    ov: str
-    alpha: float
-    losses: np.ndarray
-    sensitivity: np.ndarray
-
-    @property
-    def peak(self) -> tuple[float, int]:
-        k = int(np.argmax(self.sensitivity))
-        return float(self.sensitivity[k]), k
-
-    @property
-    def trough(self) -> tuple[float, int]:
-        """The lowest sensitivity and its epoch: below zero, sharper attention would have
-        raised the loss at that moment."""
-        k = int(np.argmin(self.sensitivity))
-        return float(self.sensitivity[k]), k
-
-
-def fig3_curves(p: dict) -> list[FixedAttentionCurve]:
-    """Train the OV circuits under fixed attention; measure loss and sensitivity each epoch.
-
-    Held-out sequences (``eval_batches`` x 32 per class) are drawn once and used at every
-    epoch, for alpha and alpha + d alike, so the curves carry no sampling noise between
-    epochs and the finite difference none between its two terms.
-    """
-    runs = fig3_runs(p["alphas"], p["epochs"], p["batches_per_epoch"], p["seed"], p["lr"])
-    probe = metrics.SharpeningProbe(
-        metrics.held_out_batches(p["seed"], 64, p["eval_batches"], per_class=True))
-
-    def measure(configs, circuits, epoch):  # every run at once: one batched evaluation
-        return list(probe(circuits, np.array([c.model.fixed_alpha for c in configs]), p["d"]))
-
-    results = train(runs, progress=p["progress"], epoch_callback=measure, desc="paper-fig3",
-                    workers=p["workers"])
-    curves = []
-    for r in results:
-        values = np.array(r.epoch_callback_values)
-        curves.append(FixedAttentionCurve(r.config.name.split("/")[0],
-                                          r.config.model.fixed_alpha, values[:, 0],
-                                          values[:, 1]))
-    return curves
-
-
-def fig3_rows(curves: list[FixedAttentionCurve]) -> list[dict]:
-    return [{"ov": c.ov, "alpha": c.alpha, "final_loss": float(c.losses[-1]),
-             "peak_sensitivity": c.peak[0], "epoch_of_peak": c.peak[1],
-             "min_sensitivity": c.trough[0], "epoch_of_min": c.trough[1]} for c in curves]
-
-
-def fig3_curve_rows(curves: list[FixedAttentionCurve]) -> list[dict]:
-    """curves.csv: every run's held-out loss and sensitivity after every epoch."""
-    return [{"ov": c.ov, "alpha": c.alpha, "epoch": e, "loss": float(c.losses[e]),
-             "sensitivity": float(c.sensitivity[e])}
-            for c in curves for e in range(len(c.losses))]
-
-
-# Quoted from the authors' public Fig. 3 notebooks (final losses at epoch 500), not computed.
-AUTHORS_FIG3_FINAL_LOSS = {
-    "collapsed": {0.2: 0.5980, 0.4: 0.1582, 0.6: 0.0645, 0.8: 0.0346, 1.0: 0.02155},
-    "factorized": {0.2: 0.00379, 0.4: 0.00148, 0.6: 0.000892, 0.8: 0.000633, 1.0: 0.000486},
-}
-FIG3_COMPARISON_COLUMNS = ("ov", "alpha", "companion", "authors")
-
-
-def fig3_comparison(rows: list[dict], epochs: int) -> list[dict]:
-    """Each run's final loss next to the authors' (NaN for an alpha they did not run); no
-    rows unless the run trained the authors' 500 epochs."""
-    if epochs != 500:
-        return []
-    return [{"ov": row["ov"], "alpha": row["alpha"], "companion": row["final_loss"],
-             "authors": AUTHORS_FIG3_FINAL_LOSS[row["ov"]].get(row["alpha"], float("nan"))}
-            for row in rows]
-
-
-FIG3_COLUMNS = ("ov", "alpha", "final_loss", "peak_sensitivity", "epoch_of_peak",
-                "min_sensitivity", "epoch_of_min")

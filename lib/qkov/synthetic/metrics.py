@@ -12,8 +12,8 @@ import scipy.stats
 import torch
 
 from . import models, tasks
-from .circuits import effective
-from .seeding import derived_seed
+from ..circuits import effective
+from ..seeding import derived_seed
 
 HEATMAP_BINS = np.linspace(0.0, 1.0, 6)  # bins of 0.2 on both axes
 
@@ -112,7 +112,7 @@ def learned_attention_measures(circuits: dict, counts: torch.Tensor, classes: to
     class-identifying tokens of E models at once: (E, 3).
 
     ``circuits``: effective ``W_QK``, ``W_OV``, ``b`` stacked as
-    :meth:`qkov.models.Ensemble.circuits` gives them (learned attention only); ``counts``
+    :meth:`qkov.synthetic.models.Ensemble.circuits` gives them (learned attention only); ``counts``
     (N, V) and ``classes`` (N,) for all models, or (E, N, V) and (E, N), one set per model.
     """
     E = len(circuits["W_QK"])
@@ -162,8 +162,8 @@ class SharpeningProbe:
 
     @torch.no_grad()
     def __call__(self, params: dict, alpha, d: float = 0.005) -> np.ndarray:
-        """One model (``params`` as :func:`qkov.models.init_parameters` gives them, ``alpha``
-        a number; returns (2,)) or E stacked as :meth:`qkov.models.Ensemble.circuits` gives
+        """One model (``params`` as :func:`qkov.synthetic.models.init_parameters` gives them, ``alpha``
+        a number; returns (2,)) or E stacked as :meth:`qkov.synthetic.models.Ensemble.circuits` gives
         them (``alpha`` (E,); returns (E, 2)). Where alpha + d > 1 (no sharper attention
         exists) the pressure is 0."""
         _, w_ov = effective(params)

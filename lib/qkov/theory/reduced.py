@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import integrate, optimize, special
 
-from . import params as P
-from .circuits import circuit_kinds
+from .. import params as P
+from ..circuits import circuit_kinds
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ def rhs(mu_ov, mu_qk, setting: Setting, eta_ov: float, eta_qk: float):
 
 def matrix_scale(setting: Setting, circuit: str) -> float:
     """``w = mu * matrix_scale``: the singular value of a circuit's matrix in the stylized model
-    (:mod:`qkov.stylized`), whose token embeddings have norm ``b^{-1/2}``. The OV circuit
+    (:mod:`qkov.theory.stylized`), whose token embeddings have norm ``b^{-1/2}``. The OV circuit
     reads one embedding (``mu_ov = w / sqrt(b)``), the QK circuit two (``mu_qk = w / b``)."""
     return {"ov": math.sqrt(setting.b), "qk": float(setting.b)}[circuit]
 
@@ -380,47 +380,3 @@ def loss_thresholds(loss_max: float, loss_min: float, per_decade: int) -> np.nda
     steps = math.floor((hi - lo) * per_decade + 1e-9)
     exponents = hi - np.arange(steps + 1) / per_decade
     return np.array([10.0 ** round(e, 12) for e in exponents])
-
-
-# --- the figure's parameters ---------------------------------------------------------------
-
-FIG4_PARAMETERS = (
-    "m", "n", "b", "M", "eta_ov", "ratios", "target_loss", "loss_max", "per_decade",
-    "artifacts_dir",
-)
-
-
-def validate_fig4(p: dict) -> dict:
-    """Check paper-fig4's parameters (from :func:`qkov.params.collect`); return them typed."""
-    setting = Setting(m=p["m"], n=p["n"], b=p["b"], M=p["M"])
-    loss_max = check_loss_threshold("loss_max", p["loss_max"], setting)
-    target = check_loss_threshold("target_loss", p["target_loss"], setting)
-    if target >= loss_max:
-        raise P.ParameterError(
-            "target_loss", f"expected a loss below loss_max={loss_max:g}, got {target:g}"
-        )
-    return {
-        "setting": setting,
-        "eta_ov": P.number("eta_ov", p["eta_ov"], above=0),
-        "ratios": P.number_list("ratios", p["ratios"], above=0),
-        "target_loss": target,
-        "thresholds": loss_thresholds(loss_max, target, P.integer("per_decade", p["per_decade"], 1)),
-        "artifacts_dir": P.optional_path("artifacts_dir", p["artifacts_dir"]),
-    }
-
-
-def ratio_sweep(setting: Setting, eta_ov: float, ratios, target_loss: float, thresholds):
-    """One trajectory per ratio r = eta_qk / eta_ov, all stopped at ``target_loss``."""
-    return [
-        integrate_until(setting, eta_ov, r * eta_ov, target_loss, thresholds) for r in ratios
-    ]
-
-
-def threshold_rows(trajectories) -> list[dict]:
-    """Flat records for summary.json and data.csv: the state at each loss threshold."""
-    return [
-        {"r": tr.r, "loss": level, "tau": c["tau"], "mu_ov": c["mu_ov"],
-         "mu_qk": c["mu_qk"], "alpha": c["alpha"]}
-        for tr in trajectories
-        for level, c in tr.crossings.items()
-    ]

@@ -20,7 +20,7 @@ The two-dimensional set. With ``V = sum_y e_{q_y} e_{r_y}^T`` and
     W_QK = (mu_qk / s^2) V,    W_OV = (mu_ov / s) U
 
 give scores ``mu_qk`` on relevant tokens and 0 on blanks, hence ``alpha`` and ``L`` of
-:mod:`qkov.theory`; the population gradient is parallel to ``V`` and ``U`` there, and
+:mod:`qkov.theory.reduced`; the population gradient is parallel to ``V`` and ``U`` there, and
 gradient flow with matrix learning rates ``eta_qk, eta_ov`` moves ``(mu_ov, mu_qk)`` exactly
 by the paper's ODE: ``|U|_F^2 = M - 1`` and ``|V|_F^2 = M`` give the constants
 ``b (M - 1)`` and ``M b^2``.
@@ -35,9 +35,11 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from . import params as P
-from . import seeding, theory
-from .circuits import circuit_kinds, circuit_of, effective
+from .. import params as P
+from .. import seeding
+from . import reduced as theory
+from ..circuits import circuit_kinds, circuit_of, effective
+from ..processes import map_in_processes
 
 DTYPE = torch.float64
 FACTORS = ("W_Q", "W_K", "W_O", "W_V")
@@ -45,7 +47,7 @@ FACTORS = ("W_Q", "W_K", "W_O", "W_V")
 
 @dataclass(frozen=True)
 class StylizedModel:
-    """The data model and architecture for one :class:`qkov.theory.Setting`.
+    """The data model and architecture for one :class:`qkov.theory.reduced.Setting`.
 
     ``m`` and ``n`` count positions here, so they must be whole numbers.
     """
@@ -291,3 +293,13 @@ def descend(model: StylizedModel, parameterization: str, eta_ov: float, eta_qk: 
                            f"reach loss {target_loss:g} in {max_steps} steps")
     return Descent(parameterization, eta_ov, eta_qk, batch_size,
                    **{k: np.array(v) for k, v in record.items()}, params=p)
+
+
+def _descend(kw: dict) -> Descent:  # for map_in_processes: one argument, picklable
+    return descend(**kw)
+
+
+def descents(calls: list[dict], workers: int) -> list[Descent]:
+    """``descend(**kw)`` for every ``kw`` in ``calls``, spread over ``workers`` processes
+    (each descent is one long chain of small steps: processes, not threads, speed it up)."""
+    return map_in_processes(_descend, [(kw,) for kw in calls], workers)

@@ -6,7 +6,7 @@ ramp on the QK rate, epochs of ``batches_per_epoch`` fresh batches, an optional 
 at a mean epoch loss. :func:`train` trains a list of them together:
 
 * all members (all four parameterizations; fixed-attention members apart) are stacked
-  into one :class:`~qkov.models.Ensemble` and updated by one batched computation per step;
+  into one :class:`~qkov.synthetic.models.Ensemble` and updated by one batched computation per step;
 * data are drawn and laid out for all members once every ``tasks.DataStream.CHUNK``
   steps, so a step costs a handful of batched operations and no Python loop over members;
 * every member's data come from the stream of its own (seed, T, batch size): members with
@@ -29,8 +29,8 @@ from tqdm import tqdm
 from . import tasks
 from . import models
 from .models import Ensemble, ModelSpec
-from .processes import map_in_processes
-from .seeding import derived_seed, init_generator
+from ..processes import map_in_processes
+from ..seeding import derived_seed, init_generator
 
 
 class TrainingDiverged(RuntimeError):

@@ -210,7 +210,7 @@ PANEL_COLORS = ("#d95f02", "#1b9e77", "#7570b3", "#444444")  # four panels of a 
 def matched_loss_panels(rows, panel_keys, uniform_share: float | None = None):
     """paper-fig2 trajectories: attention against held-out loss during training, per panel.
 
-    ``rows``: :func:`qkov.paper.matched_loss_curves`; ``panel_keys``: the panels in Fig. 2's
+    ``rows``: :func:`qkov.figures.paper_fig2.matched_loss_curves`; ``panel_keys``: the panels in Fig. 2's
     order (two rows of four). Columns: Fig. 2's rows; rows: attention on distinct tokens, on
     class-identifying tokens. Lines: mean over seeds; bands: +- one std over seeds. The loss
     axis runs from high to low, the direction of training. ``uniform_share``: a dotted line
@@ -297,7 +297,7 @@ def _curve(rows, key, **match):
 def reduction_overlay(curves):
     """theory-reduction: full-matrix gradient descent of the stylized model on the ODE.
 
-    ``curves``: the rows of :func:`qkov.theory_runs.reduction_curves`. Per ratio r (colour):
+    ``curves``: the rows of :func:`qkov.figures.theory_reduction.curves`. Per ratio r (colour):
     the ODE solution (line), full-batch descent (circles) and minibatch descent (dashed),
     against normalised time.
     """
@@ -330,7 +330,7 @@ def reduction_overlay(curves):
 
 def rescaling_panels(trajectories, rows, curves):
     """theory-rescaling: (a) r_eff(t) per parameterization (``curves``: the rows of
-    :func:`qkov.theory_runs.rescaling_curves`), (b) alpha at each loss threshold, (c) the
+    :func:`qkov.figures.theory_rescaling.curves`), (b) alpha at each loss threshold, (c) the
     predicted alpha at the matched loss next to the measured Fig. 2 attention mass."""
     with house_style():
         fig = new_figure(figsize=(13, 3.9))

@@ -1,0 +1,61 @@
+"""paper-fig4: paper Fig. 4 - the reduced QK/OV gradient-flow dynamics for several
+learning-rate ratios r, and the state at which the loss first reaches each threshold.
+
+:class:`Parameters` are the notebook's; :func:`trajectories` integrates the ODE once per
+ratio; :func:`threshold_rows` are the stored rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import params as P
+from ..params import FigureParameters, derived, integer, number, number_list, optional_path, parameter
+from ..theory.reduced import Setting, check_loss_threshold, integrate_until, loss_thresholds
+
+
+@dataclass(frozen=True)
+class Parameters(FigureParameters):
+    """The notebook's parameters (defaults: the paper's Fig. 4)."""
+
+    m: float = parameter(5, number, above=0)  # relevant tokens in the context
+    n: float = parameter(50, number, above=0)  # irrelevant tokens in the context
+    b: float = parameter(50.0, number, above=0)  # the ODE's constant
+    M: int = parameter(20, integer, minimum=2)  # possible next tokens
+    eta_ov: float = parameter(1.0, number, above=0)  # OV learning rate; QK: r * eta_ov
+    ratios: list = parameter([0.01, 0.1, 1, 10, 100], number_list, above=0)  # eta_QK / eta_OV
+    target_loss: float = parameter(1e-4, number, above=0)  # integrate until this loss
+    loss_max: float = parameter(1.0, number, above=0)  # largest stopping threshold
+    per_decade: int = parameter(10, integer, minimum=1)  # stopping thresholds per decade
+    artifacts_dir: str | None = parameter(None, optional_path)
+    setting: Setting = derived()
+    thresholds: np.ndarray = derived()
+
+    def check(self):
+        setting = Setting(m=self.m, n=self.n, b=self.b, M=self.M)
+        loss_max = check_loss_threshold("loss_max", self.loss_max, setting)
+        target = check_loss_threshold("target_loss", self.target_loss, setting)
+        if target >= loss_max:
+            raise P.ParameterError(
+                "target_loss", f"expected a loss below loss_max={loss_max:g}, got {target:g}"
+            )
+        object.__setattr__(self, "setting", setting)
+        object.__setattr__(self, "thresholds", loss_thresholds(loss_max, target, self.per_decade))
+
+
+def trajectories(p: Parameters):
+    """One trajectory per ratio r = eta_qk / eta_ov, all stopped at ``target_loss``."""
+    return [integrate_until(p.setting, p.eta_ov, r * p.eta_ov, p.target_loss, p.thresholds)
+            for r in p.ratios]
+
+
+def threshold_rows(trajectories) -> list[dict]:
+    """Flat records for summary.json and data.csv: the state at each loss threshold."""
+    return [
+        {"r": tr.r, "loss": level, "tau": c["tau"], "mu_ov": c["mu_ov"],
+         "mu_qk": c["mu_qk"], "alpha": c["alpha"]}
+        for tr in trajectories
+        for level, c in tr.crossings.items()
+    ]

@@ -1,0 +1,222 @@
+"""theory-ratio-sweep: attention at a matched loss against the learning-rate ratio r, three
+ways - the closed form, the stylized model's full-matrix descent, and CACO trained on the
+synthetic task (five seeds) - plus the task sweep over sequence length, initialisation and
+OV rate at a few ratios.
+
+:class:`Parameters` are the notebook's; :func:`configs` and :func:`variant_configs` the
+training runs; :func:`stylized_descents` the descents; :func:`rows` and
+:func:`variant_rows` turn finished runs into the tables (they train nothing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .. import params as P
+from ..params import (FigureParameters, boolean, derived, integer, number, number_list,
+                      optional_path, parameter, seed_list)
+from ..synthetic import metrics, models, tasks, train
+from ..theory import reduced as theory
+from ..theory.stylized import Descent, StylizedModel, descents
+
+INITS = ("identity", "default")  # CACO from 1e-6 I (the theory's symmetric point) or nn.Linear's
+
+
+@dataclass(frozen=True)
+class SweepCondition:
+    """One setting of the task sweep: sequence length, initialisation and OV rate."""
+
+    T: int
+    init: str
+    lr_ov: float
+
+    @property
+    def label(self) -> str:
+        init = "1e-6 I" if self.init == "identity" else "default init"
+        return f"T = {self.T}, {init}, lr_ov = {self.lr_ov:g}"
+
+
+def _variants(name: str, value) -> list[SweepCondition]:
+    if not isinstance(value, (list, tuple)):
+        raise P.ParameterError(name, f'expected a list of [T, init, lr_ov] triples, got '
+                               f'{value!r}; with papermill: -y "{name}: [[128, identity, 0.1]]"')
+    out = []
+    for i, item in enumerate(value):
+        if not isinstance(item, (list, tuple)) or len(item) != 3:
+            raise P.ParameterError(name, f"item {i}: expected [T, init, lr_ov], got {item!r}")
+        T, init, lr_ov = item
+        if init not in INITS:
+            raise P.ParameterError(name, f"item {i}: init must be one of {INITS}, got {init!r}")
+        try:
+            T = tasks.check_length(P.integer("T", T, 3))
+            lr_ov = P.number("lr_ov", lr_ov, above=0)
+        except P.ParameterError as err:  # name the list and the item, not just the field
+            raise P.ParameterError(name, f"item {i}: {err}") from None
+        out.append(SweepCondition(T, init, lr_ov))
+    return out
+
+
+def _length(name, value):
+    return tasks.check_length(P.integer(name, value, 3))
+
+
+@dataclass(frozen=True)
+class Parameters(FigureParameters):
+    """The notebook's parameters."""
+
+    m: int = parameter(5, integer, minimum=1)  # relevant tokens in the context
+    n: int = parameter(50, integer, minimum=1)  # blank tokens in the context
+    b: float = parameter(50.0, number, above=0)  # token embeddings have norm b**-0.5
+    M: int = parameter(20, integer, minimum=2)  # classes, one next token each
+    ratios: list = parameter([0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100], number_list, above=0)
+    matched_loss: float = parameter(0.05, number, above=0)  # compare attention at this loss
+    step_fraction: float = parameter(0.001, number, above=0, below=0.1)  # stylized descent
+    seeds: list = parameter([1234, 1235, 1236, 1237, 1238], seed_list)  # task: CACO per r, seed
+    lr_ov: float = parameter(0.1, number, above=0)  # task: OV rate (QK: r * lr_ov)
+    T: int = parameter(64, _length)  # task: sequence length
+    batches_per_epoch: int = parameter(50, integer, minimum=1)  # task: batches of 32 per epoch
+    max_epochs: int = parameter(3000, integer, minimum=1)  # task: give up after this many
+    eval_batches: int = parameter(100, integer, minimum=1)  # task: held-out batches per run
+    variant_ratios: list = parameter([1, 10, 100], number_list, above=0)  # task: conditions' r
+    variants: list = parameter([[128, "identity", 0.1], [64, "default", 0.1],
+                                [128, "default", 0.1], [64, "identity", 0.01]], _variants)
+    workers: int = parameter(2, integer, minimum=1)
+    progress: bool = parameter(True, boolean)
+    artifacts_dir: str | None = parameter(None, optional_path)
+    model: StylizedModel = derived()
+
+    def check(self):
+        model = StylizedModel(theory.Setting(m=self.m, n=self.n, b=self.b, M=self.M))
+        theory.check_loss_threshold("matched_loss", self.matched_loss, model.setting)
+        object.__setattr__(self, "model", model)
+
+
+COLUMNS = ("r", "alpha_closed_form", "alpha_stylized", "task_informative_mean",
+                 "task_informative_std", "task_distinct_mean", "task_distinct_std",
+                 "task_loss_mean", "task_runs_reaching_loss")
+
+
+def main_condition(p: Parameters) -> SweepCondition:
+    return SweepCondition(p.T, "identity", p.lr_ov)
+
+
+def configs(p: Parameters, condition: SweepCondition | None = None,
+                  ratios=None) -> list[train.RunConfig]:
+    """CACO with QK rate r * lr_ov, stopped at the matched loss; by default the main sweep
+    (from a small, 1e-6 I, start). A condition with a smaller OV rate gets proportionally
+    more epochs, so that it can reach the same loss."""
+    condition = condition or main_condition(p)
+    spec = models.ModelSpec("CACO", qk_init=condition.init, ov_init=condition.init)
+    epochs = round(p.max_epochs * max(1.0, p.lr_ov / condition.lr_ov))
+    return [train.RunConfig(f"{condition.label}/r{r:g}/seed{seed}", spec, seed, epochs,
+                            p.batches_per_epoch, lr_qk=r * condition.lr_ov,
+                            lr_ov=condition.lr_ov, T=condition.T,
+                            early_stop_loss=p.matched_loss)
+            for r in (p.ratios if ratios is None else ratios) for seed in p.seeds]
+
+
+def variant_configs(p: Parameters) -> list[train.RunConfig]:
+    """The robustness sweep: every variant condition at every variant ratio."""
+    return [c for v in p.variants for c in configs(p, v, p.variant_ratios)]
+
+
+@torch.no_grad()
+def attention_on_informative(params, spec, batch: tasks.CountBatch) -> np.ndarray:
+    """Per held-out sequence: attention on the tokens that identify the class (its distinct
+    tokens and the query token, see :func:`qkov.synthetic.metrics.attention_on_class_identifying`)."""
+    _, attention = models.count_logits(params, batch.counts, batch.classes, spec.fixed_alpha)
+    return metrics.attention_on_class_identifying(attention, batch.classes).numpy()
+
+
+def closed_form_curve(setting: theory.Setting, loss: float, r_min: float, r_max: float,
+                      points: int = 200) -> dict[str, np.ndarray]:
+    """alpha at ``loss`` from the closed form, on a log grid of r."""
+    r = np.geomspace(r_min, r_max, points)
+    return {"r": r, "alpha": np.array([theory.state_at_loss(loss, setting, x)[2] for x in r])}
+
+
+def _task_measures(runs: list[train.RunResult], eval_batches: int):
+    """Per run: held-out attention on distinct and on class-identifying tokens, the held-out
+    loss and the epochs trained."""
+    distinct, informative, losses, epochs = [], [], [], []
+    for x in runs:
+        batch = metrics.held_out_batches(x.config.seed, x.config.T, eval_batches)
+        ev = metrics.evaluate(x.params, x.config.model, batch)
+        distinct.append(float(ev.attention.mean()))
+        informative.append(float(attention_on_informative(x.params, x.config.model,
+                                                          batch).mean()))
+        losses.append(ev.loss)
+        epochs.append(x.epochs_run)
+    return distinct, informative, losses, epochs
+
+
+VARIANT_COLUMNS = ("condition", "r", "distinct", "distinct_ci95", "informative",
+                   "informative_ci95", "loss", "runs_reaching_loss", "epochs_mean")
+
+
+def variant_rows(p: Parameters, main: list[train.RunResult],
+                 variants: list[train.RunResult]) -> list[dict]:
+    """Per condition (the main sweep first, at the variant ratios it ran) and ratio: mean
+    attention on distinct and on class-identifying tokens +- the 95% interval over seeds."""
+    rows = []
+    for condition in [main_condition(p), *p.variants]:
+        pool = main if condition == main_condition(p) else variants
+        for r in p.variant_ratios:
+            mine = [x for x in pool if x.config.name.startswith(f"{condition.label}/r{r:g}/")]
+            if not mine:
+                continue  # a variant ratio that the main sweep did not run
+            distinct, informative, losses, epochs = _task_measures(mine, p.eval_batches)
+            d, d_ci = metrics.seed_interval(distinct)
+            i, i_ci = metrics.seed_interval(informative)
+            rows.append({"condition": condition.label, "T": condition.T, "init": condition.init,
+                         "lr_ov": condition.lr_ov, "r": r, "distinct": d, "distinct_ci95": d_ci,
+                         "informative": i, "informative_ci95": i_ci,
+                         "loss": float(np.mean(losses)),
+                         "runs_reaching_loss": sum(x.early_stopped for x in mine),
+                         "epochs_mean": float(np.mean(epochs))})
+    return rows
+
+
+def stylized_descents(p: Parameters) -> list[Descent]:
+    """The stylized model's full-matrix descent (CACO) at every ratio, to the matched loss."""
+    return descents([dict(model=p.model, parameterization="CACO", eta_ov=1.0, eta_qk=r,
+                          target_loss=p.matched_loss, step_fraction=p.step_fraction)
+                     for r in p.ratios], p.workers)
+
+
+def rows(p: Parameters, results: list[train.RunResult], stylized_runs: list[Descent]
+         ) -> list[dict]:
+    """Per ratio: the closed form, the stylized model and training (mean, std over seeds)."""
+    model, rows = p.model, []
+    for r, run in zip(p.ratios, stylized_runs):
+        _, _, alpha_closed = theory.state_at_loss(p.matched_loss, model.setting, r)
+        stylized = run.at_loss(p.matched_loss)
+        mine = [x for x in results if x.config.lr_qk == r * p.lr_ov]
+        distinct, informative, losses, epochs = _task_measures(mine, p.eval_batches)
+        rows.append({
+            "r": r, "matched_loss": p.matched_loss, "alpha_closed_form": float(alpha_closed),
+            "alpha_stylized": stylized["alpha"],
+            "alpha_stylized_rel_error": stylized["alpha"] / float(alpha_closed) - 1,
+            "task_distinct_mean": float(np.mean(distinct)),
+            "task_distinct_std": float(np.std(distinct)),
+            "task_informative_mean": float(np.mean(informative)),
+            "task_informative_std": float(np.std(informative)),
+            "task_loss_mean": float(np.mean(losses)),
+            "task_runs_reaching_loss": sum(x.early_stopped for x in mine),
+            "task_runs": len(mine),
+            "task_epochs_mean": float(np.mean(epochs)),
+        })
+    return rows
+
+
+def distinct_turning_points(rows: list[dict]) -> tuple[float, float | None]:
+    """From the main sweep's rows: the ratio at which attention on distinct tokens peaks, and
+    the smallest ratio above it at which that attention is below what uniform attention over
+    the context would put on them (None if it never falls that low)."""
+    peak = max(rows, key=lambda row: row["task_distinct_mean"])["r"]
+    below = [row["r"] for row in rows if row["r"] > peak
+             and row["task_distinct_mean"] < tasks.uniform_distinct_share()]
+    return peak, (min(below) if below else None)

@@ -1,0 +1,122 @@
+"""theory-reduction: full-matrix gradient descent of the stylized model (the companion's
+reconstruction) laid over the paper's reduced ODE, full batch and minibatch.
+
+:class:`Parameters` are the notebook's; :func:`runs` integrates the ODE and runs the descents;
+:func:`rows`, :func:`table` and :func:`curves` are what the notebook prints, plots and stores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..params import FigureParameters, derived, integer, number, number_list, optional_path, parameter
+from ..theory import reduced as theory
+from ..theory.stylized import Descent, StylizedModel, descents
+
+
+@dataclass(frozen=True)
+class Parameters(FigureParameters):
+    """The notebook's parameters."""
+
+    m: int = parameter(5, integer, minimum=1)  # relevant tokens in the context
+    n: int = parameter(50, integer, minimum=1)  # blank tokens in the context
+    b: float = parameter(50.0, number, above=0)  # token embeddings have norm b**-0.5
+    M: int = parameter(20, integer, minimum=2)  # classes, one next token each
+    eta_ov: float = parameter(1.0, number, above=0)  # OV rate (matrix and ODE); QK: r * eta_ov
+    ratios: list = parameter([0.1, 1, 10], number_list, above=0)  # eta_QK / eta_OV, one run each
+    target_loss: float = parameter(0.01, number, above=0)  # descend until the loss reaches this
+    step_fraction: float = parameter(0.001, number, above=0, below=0.1)  # step / flow time
+    batch_size: int = parameter(4, integer, minimum=1)  # classes per minibatch
+    seed: int = parameter(0, integer, minimum=0)  # seed of the minibatch draws
+    workers: int = parameter(2, integer, minimum=1)  # processes for the descents
+    artifacts_dir: str | None = parameter(None, optional_path)
+    model: StylizedModel = derived()
+
+    def check(self):
+        model = StylizedModel(theory.Setting(m=self.m, n=self.n, b=self.b, M=self.M))
+        theory.check_loss_threshold("target_loss", self.target_loss, model.setting)
+        object.__setattr__(self, "model", model)
+
+
+def relative_errors(run: Descent, ode: theory.Trajectory) -> dict[str, float]:
+    """How far a descent is from the ODE at the same flow times.
+
+    mu_ov and mu_qk start at 0, so their error is relative to their largest value (sup norm);
+    alpha and the loss never vanish, so theirs is pointwise relative.
+    """
+    s = ode.sample(np.minimum(run.t * ode.time_scale, ode.tau[-1]))
+    errors = {f"err_{k}": float(np.max(np.abs(getattr(run, k) - s[k])) / np.max(np.abs(s[k])))
+              for k in ("mu_ov", "mu_qk")}
+    errors.update({f"err_{k}": float(np.max(np.abs(getattr(run, k) / s[k] - 1)))
+                   for k in ("alpha", "loss")})
+    return errors
+
+
+@dataclass
+class ReductionRun:
+    """One ratio r: the ODE, full-batch descent and minibatch descent of the full matrices."""
+
+    r: float
+    ode: theory.Trajectory
+    full: Descent
+    minibatch: Descent
+
+
+def runs(p: Parameters) -> list[ReductionRun]:
+    model = p.model
+    calls = []
+    for r in p.ratios:
+        kw = dict(model=model, parameterization="CACO", eta_ov=p.eta_ov,
+                  eta_qk=r * p.eta_ov, target_loss=p.target_loss,
+                  step_fraction=p.step_fraction)
+        calls += [kw, kw | dict(batch_size=p.batch_size, seed=p.seed)]
+    done = descents(calls, p.workers)
+    return [ReductionRun(r, theory.integrate_until(model.setting, p.eta_ov, r * p.eta_ov,
+                                                   p.target_loss),
+                         done[2 * k], done[2 * k + 1]) for k, r in enumerate(p.ratios)]
+
+
+def rows(runs: list[ReductionRun]) -> list[dict]:
+    """Per ratio and descent: steps, relative errors against the ODE, distance from the set."""
+    rows = []
+    for run in runs:
+        for name, d in (("full batch", run.full), (f"batch {run.minibatch.batch_size}",
+                                                    run.minibatch)):
+            rows.append({"r": run.r, "descent": name, "steps": len(d.t) - 1,
+                         **relative_errors(d, run.ode),
+                         "max_distance_from_set": float(d.distance.max()),
+                         "final_distance_from_set": float(d.distance[-1])})
+    return rows
+
+
+COLUMNS = ("r", "descent", "steps", "err_mu_ov", "err_mu_qk", "err_alpha", "err_loss",
+                     "off_set")
+
+
+def table(rows: list[dict]) -> list[dict]:
+    """The rows for printing: distances from the set below 1e-12 are rounding, shown as such
+    (their digits differ between machines)."""
+    return [{**row, "off_set": ("< 1e-12" if row["max_distance_from_set"] < 1e-12
+                                else f"{row['final_distance_from_set']:.2g} at end")}
+            for row in rows]
+
+
+def curves(runs: list[ReductionRun], points: int = 200, markers: int = 24):
+    """The plotted points, per ratio: the ODE and minibatch descent at ``points`` log-spaced
+    normalised times, full-batch descent at ``markers`` of them (the last four decades)."""
+    rows = []
+    quantities = ("mu_ov", "mu_qk", "alpha", "loss")
+    for run in runs:
+        end, scale = run.ode.tau[-1], run.ode.time_scale
+        tau = np.geomspace(end * 1e-4, end, points)
+        ode = run.ode.sample(tau)
+        rows += [{"r": run.r, "source": "ODE", "tau": float(tau[k]),
+                  **{q: float(ode[q][k]) for q in quantities}} for k in range(points)]
+        for name, d, grid in (("full batch", run.full, np.geomspace(end * 1e-3, end, markers)),
+                              ("minibatch", run.minibatch, tau)):
+            picks = np.unique(np.searchsorted(d.t * scale, grid).clip(0, len(d.t) - 1))
+            rows += [{"r": run.r, "source": name, "tau": float(d.t[k] * scale),
+                      **{q: float(getattr(d, q)[k]) for q in quantities}} for k in picks]
+    return rows

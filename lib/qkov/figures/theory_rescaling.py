@@ -1,0 +1,202 @@
+"""theory-rescaling: the reduced dynamics of FAFO, FACO, CAFO and CACO at the same nominal
+rates, their effective ratio r_eff(t), and the ordering of attention sharpness this predicts,
+set against paper-fig2's trained models at a matched held-out loss (read from its artifacts).
+
+:class:`Parameters` are the notebook's (checking them reads paper-fig2's trajectories);
+:func:`trajectories`, :func:`rows`, :func:`ordering_text` and :func:`curves` are its steps.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .. import artifacts
+from .. import params as P
+from ..circuits import PARAMETERIZATIONS
+from ..params import FigureParameters, derived, integer, number, optional_path, parameter
+from ..synthetic import metrics
+from ..theory import reduced as theory
+
+ROW1_PANELS = ("FAFO", "FACO", "CAFO", "CACO")  # Fig. 2 row 1: equal learning rates
+# Fig. 2 row 1 starts every factor at 1e-6 I except FAFO's W_Q, W_K (PyTorch's default init).
+DEFAULT_INIT_FACTORS = {"FAFO": "qk"}
+
+
+def _optional_file(name, value):
+    return P.optional_path(name, value)
+
+
+@dataclass(frozen=True)
+class Parameters(FigureParameters):
+    """The notebook's parameters. Checking them reads paper-fig2's trajectories
+    (``measured``), so a missing or stale paper-fig2 run fails before any work."""
+
+    m: int = parameter(5, integer, minimum=1)  # relevant tokens in the context
+    n: int = parameter(50, integer, minimum=1)  # blank tokens in the context
+    b: float = parameter(50.0, number, above=0)  # token embeddings have norm b**-0.5
+    M: int = parameter(20, integer, minimum=2)  # classes, one next token each
+    eta_ov: float = parameter(1.0, number, above=0)  # nominal OV learning rate
+    r: float = parameter(1.0, number, above=0)  # nominal eta_QK / eta_OV (Fig. 2 row 1: 1)
+    init_scale: float = parameter(1e-6, number, above=0)  # balanced factors' start
+    default_init_rate: float = parameter(0.667, number, above=0)  # a^2 + c^2, default init
+    matched_loss: float = parameter(0.02, number, above=0)  # compare attention at this loss
+    fig2_summary: str | None = parameter(None, _optional_file)  # paper-fig2's summary.json
+    artifacts_dir: str | None = parameter(None, optional_path)
+    setting: theory.Setting = derived()
+    measured: dict = derived()
+
+    def check(self):
+        setting = theory.Setting(m=self.m, n=self.n, b=self.b, M=self.M)
+        theory.check_loss_threshold("matched_loss", self.matched_loss, setting)
+        summary = (Path(self.fig2_summary) if self.fig2_summary is not None
+                   else artifacts.default_dir("paper-fig2") / "summary.json")
+        object.__setattr__(self, "setting", setting)
+        object.__setattr__(self, "measured", measured_fig2_sharpness(summary, self.matched_loss))
+
+
+def measured_fig2_sharpness(path: Path, matched_loss: float) -> dict[str, dict[str, float]]:
+    """Per Fig. 2 row-1 panel, when each seed's held-out loss first reached ``matched_loss``:
+    the attention on distinct and on class-identifying tokens (mean and std over seeds).
+
+    Read from the ``trajectories.csv`` that paper-fig2 writes next to its ``summary.json``
+    (``path``): the panels stop at different losses, so their end-of-training attention is
+    not compared at equal loss.
+    """
+    trajectories = path.parent / "trajectories.csv"
+    for needed in (path, trajectories):
+        if not needed.is_file():
+            raise P.ParameterError("fig2_summary", f"no file {needed}: run "
+                                   "notebooks/paper-fig2.ipynb first (`make figures` does)")
+    try:
+        if json.loads(path.read_text()).get("figure") != "paper-fig2":
+            raise ValueError("not written by paper-fig2")
+        with trajectories.open(newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        runs = {}
+        for row in rows:
+            if row["panel"] in ROW1_PANELS:
+                runs.setdefault((row["panel"], row["seed"]), []).append(
+                    [float(row[k]) for k in ("epoch", "loss", "attention_distinct",
+                                             "attention_class")])
+        if {panel for panel, _ in runs} != set(ROW1_PANELS):
+            raise KeyError(f"rows for {', '.join(ROW1_PANELS)}")
+    except (ValueError, KeyError, TypeError) as err:
+        raise P.ParameterError(
+            "fig2_summary", f"{trajectories} is not paper-fig2's trajectories.csv with rows "
+            f"for {', '.join(ROW1_PANELS)} ({type(err).__name__}: {err}); "
+            "re-run notebooks/paper-fig2.ipynb") from None
+    measured = {}
+    for panel in ROW1_PANELS:
+        mine = [np.array(t) for (name, _), t in sorted(runs.items()) if name == panel]
+        values = [metrics.attention_at_loss(t, matched_loss) for t in mine]
+        if any(v is None for v in values):
+            lowest = max(float(t[:, 1].min()) for t in mine)
+            raise P.ParameterError(
+                "matched_loss", f"{matched_loss:g}: not every {panel} run of paper-fig2 "
+                f"reached this held-out loss (all of them reached {lowest:.3g}); choose a "
+                "larger matched_loss")
+        values = np.array(values)
+        measured[panel] = {"attention": float(values[:, 0].mean()),
+                           "attention_std": float(values[:, 0].std()),
+                           "class_attention": float(values[:, 1].mean()),
+                           "seeds": len(values)}
+    return measured
+
+
+def trajectories(p: Parameters, balanced: bool = False) -> dict[str, theory.Trajectory]:
+    """The reduced dynamics of each parameterization at the same nominal rates, until the
+    matched loss, with thresholds every tenth of a decade on the way.
+
+    Factorized circuits start at ``w = init_scale^2``. With ``balanced=False`` the starts
+    follow Fig. 2 row 1: FAFO's default-initialised W_Q, W_K are modelled by the offset
+    ``default_init_rate`` (their ``a^2 + c^2`` along any direction at the start; random
+    factors hold no product along V, so ``w`` starts at ``init_scale^2`` all the same).
+    """
+    thresholds = theory.loss_thresholds(1.0, p.matched_loss, 10) if p.matched_loss < 1 \
+        else [p.matched_loss]
+    trajectories = {}
+    for name in PARAMETERIZATIONS:
+        circuit = None if balanced else DEFAULT_INIT_FACTORS.get(name)
+        offsets = (p.default_init_rate if circuit == "ov" else 0.0,
+                   p.default_init_rate if circuit == "qk" else 0.0)
+        trajectories[name] = theory.integrate_until(
+            p.setting, p.eta_ov, p.r * p.eta_ov, p.matched_loss, thresholds,
+            parameterization=name, init_scale=p.init_scale, offsets=offsets)
+    return trajectories
+
+
+def _ranks(values: dict[str, float]) -> dict[str, int]:
+    order = sorted(values, key=values.get, reverse=True)
+    return {name: order.index(name) + 1 for name in values}
+
+
+def rows(trajectories: dict[str, theory.Trajectory],
+                   balanced: dict[str, theory.Trajectory], measured: dict) -> list[dict]:
+    """Per parameterization: the prediction at the matched loss (starts as in Fig. 2, and all
+    factors balanced) and the measured sharpness, with ranks (1 = sharpest)."""
+    predicted = {name: float(tr.alpha[-1]) for name, tr in trajectories.items()}
+    observed = {name: measured[name]["attention"] for name in trajectories}
+    pred_rank, obs_rank = _ranks(predicted), _ranks(observed)
+    rows = []
+    for name, tr in trajectories.items():
+        r_eff = tr.r_eff
+        rows.append({
+            "parameterization": name, "matched_loss": tr.target_loss,
+            "tau_at_loss": float(tr.tau[-1]), "alpha_at_loss": predicted[name],
+            "alpha_balanced_start": float(balanced[name].alpha[-1]),
+            "r_eff_at_loss": float(r_eff[-1]), "r_eff_min": float(r_eff.min()),
+            "r_eff_max": float(r_eff.max()), "predicted_rank": pred_rank[name],
+            "measured_attention": observed[name],
+            "measured_attention_std": measured[name]["attention_std"],
+            "measured_class_attention": measured[name]["class_attention"],
+            "measured_seeds": measured[name]["seeds"],
+            "measured_rank": obs_rank[name],
+        })
+    return rows
+
+
+COLUMNS = ("parameterization", "alpha_at_loss", "alpha_balanced_start",
+                     "tau_at_loss", "r_eff_at_loss", "predicted_rank", "measured_attention",
+                     "measured_attention_std", "measured_class_attention", "measured_rank")
+
+
+def ordering_text(rows: list[dict]) -> str:
+    """The predicted and the measured ordering of sharpness, and whether they agree."""
+    def order(key):
+        return " > ".join(row["parameterization"] for row in sorted(rows, key=lambda x: x[key]))
+
+    predicted, measured = order("predicted_rank"), order("measured_rank")
+    verdict = "the same" if predicted == measured else "different"
+    lines = [f"predicted (reduced model):  {predicted}", f"measured (paper-fig2):      {measured}",
+             f"orderings are {verdict}"]
+    for a, b in itertools.combinations(rows, 2):  # is each swap beyond the seeds' noise?
+        if (a["predicted_rank"] < b["predicted_rank"]) != (a["measured_rank"] < b["measured_rank"]):
+            gap = abs(a["measured_attention"] - b["measured_attention"])
+            # measured_attention_std has ddof 0: the standard error is std / sqrt(n - 1)
+            se = math.sqrt(sum(x["measured_attention_std"] ** 2 / max(x["measured_seeds"] - 1, 1)
+                               for x in (a, b)))
+            where = "within" if gap <= 2 * se else "beyond"
+            lines.append(f"{a['parameterization']} and {b['parameterization']} swap: measured "
+                         f"gap {gap:.2g}, {where} two standard errors ({2 * se:.2g})")
+    return "\n".join(lines)
+
+
+def curves(trajectories: dict[str, theory.Trajectory], points: int = 200):
+    """The plotted points: r_eff and alpha against normalised time, per parameterization."""
+    rows = []
+    for name, tr in trajectories.items():
+        tau = np.geomspace(max(tr.tau[1], tr.tau[-1] * 1e-6), tr.tau[-1], points)
+        s = tr.sample(tau)
+        r_eff = tr.r_eff_at(s["mu_ov"], s["mu_qk"])
+        rows += [{"parameterization": name, "tau": float(tau[k]), "r_eff": float(r_eff[k]),
+                  "mu_ov": float(s["mu_ov"][k]), "mu_qk": float(s["mu_qk"][k]),
+                  "alpha": float(s["alpha"][k]), "loss": float(s["loss"][k])}
+                 for k in range(points)]
+    return rows
