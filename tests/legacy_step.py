@@ -12,7 +12,7 @@ import math
 import torch
 
 from qkov.synthetic import tasks
-from qkov.synthetic.models import FIXED_ATTENTION, fixed_attention, init_parameters
+from qkov.synthetic.models import FIXED_ATTENTION, ModelSpec, fixed_attention, init_parameters
 
 V = tasks.VOCAB
 SCALE = 1.0 / math.sqrt(V)

@@ -1,6 +1,5 @@
 """The synthetic next-token task: layout, class distributions, streams."""
 
-import numpy as np
 import pytest
 import torch
 from scipy import stats

@@ -22,6 +22,7 @@ from ..synthetic import metrics, models
 from ..synthetic.models import ModelSpec
 from ..synthetic.train import RunConfig
 from ..synthetic.train import train as train_runs
+from ..plotting import house_style, new_figure
 
 SEEDS = (1234, 1235, 1236, 1237, 1238)
 EARLY_STOP_LOSS = 1e-3
@@ -329,3 +330,88 @@ def heatmap_cells(summaries: list[PanelSummary]) -> list[dict]:
          "pct_std": float(s.heatmap_std[i, j])}
         for s in summaries for i in range(5) for j in range(5)
     ]
+
+
+# --- the figure ---------------------------------------------------------------------------
+
+
+PANEL_COLORS = ("#d95f02", "#1b9e77", "#7570b3", "#444444")  # four panels of a Fig. 2 row
+
+
+def plot_heatmaps(summaries, statistic: str = "mean"):
+    """Paper Fig. 2: one 5x5 heatmap per panel (two rows of four).
+
+    x: attention mass on distinct tokens (from the query position), y: probability of the
+    correct next token, bins of 0.2; each cell the % of held-out sequences, mean (or std)
+    over seeds, printed in the cell.
+    """
+    with house_style():
+        fig = new_figure(figsize=(13, 6.6))
+        axes = fig.subplots(2, 4, sharex=True, sharey=True)
+        image = None
+        vmax = 100.0 if statistic == "mean" else max(
+            float(np.max(s.heatmap_std)) for s in summaries) or 1.0
+        for ax, s in zip(axes.flat, summaries):
+            values = s.heatmap_mean if statistic == "mean" else s.heatmap_std
+            image = ax.imshow(values, origin="lower", extent=(0, 1, 0, 1), cmap="Blues",
+                              vmin=0, vmax=vmax, aspect="equal")
+            edges = np.linspace(0.0, 1.0, len(values) + 1)  # as metrics.HEATMAP_BINS
+            centres = (edges[:-1] + edges[1:]) / 2
+            for i, y in enumerate(centres):
+                for j, x in enumerate(centres):
+                    v = values[i, j]
+                    ax.text(x, y, f"{v:.1f}", ha="center", va="center", fontsize=8,
+                            color="white" if v > 0.6 * vmax else "black")
+            ax.set_title(f"{s.panel.title}\nloss {np.mean(s.final_losses):.2g}", fontsize=9)
+            ax.set_xticks(edges)
+            ax.set_yticks(edges)
+            ax.grid(False)
+        for ax in axes[1]:
+            ax.set_xlabel("attention on distinct tokens")
+        for ax in axes[:, 0]:
+            ax.set_ylabel("P(correct token)")
+        label = "% of sequences (mean over seeds)" if statistic == "mean" else \
+            "std over seeds (percentage points)"
+        fig.colorbar(image, ax=axes, shrink=0.8, label=label)
+    return fig
+
+
+def plot_trajectories(rows, panel_keys, uniform_share: float | None = None):
+    """paper-fig2 trajectories: attention against held-out loss during training, per panel.
+
+    ``rows``: :func:`qkov.figures.paper_fig2.matched_loss_curves`; ``panel_keys``: the panels in Fig. 2's
+    order (two rows of four). Columns: Fig. 2's rows; rows: attention on distinct tokens, on
+    class-identifying tokens. Lines: mean over seeds; bands: +- one std over seeds. The loss
+    axis runs from high to low, the direction of training. ``uniform_share``: a dotted line
+    at the distinct tokens' share of uniform attention (top row).
+    """
+    measures = (("attention_distinct", "attention on distinct tokens"),
+                ("attention_class", "attention on class-identifying tokens"))
+    with house_style():
+        fig = new_figure(figsize=(12, 7.2))
+        axes = fig.subplots(2, 2, sharex=True, sharey=True)
+        for col in range(2):
+            for k, key in enumerate(panel_keys[4 * col:4 * col + 4]):
+                mine = [row for row in rows if row["panel"] == key]
+                loss = np.array([row["loss"] for row in mine])
+                for ax, (name, _) in zip(axes[:, col], measures):
+                    mean = np.array([row[f"{name}_mean"] for row in mine])
+                    std = np.array([row[f"{name}_std"] for row in mine])
+                    ax.plot(loss, mean, color=PANEL_COLORS[k], label=key)
+                    ax.fill_between(loss, mean - std, mean + std, color=PANEL_COLORS[k],
+                                    alpha=0.2, lw=0)
+            axes[0, col].set_title(f"({'ab'[col]}) Fig. 2 row {col + 1}: "
+                                   "attention on distinct tokens")
+            axes[1, col].set_title(f"({'cd'[col]}) row {col + 1}: attention on "
+                                   "class-identifying tokens")
+            axes[1, col].set_xlabel("held-out loss (training runs left to right)")
+            axes[0, col].legend(fontsize=9, loc="upper left")
+        for ax in axes[0] if uniform_share is not None else ():
+            ax.axhline(uniform_share, color="k", lw=0.8, ls=":")
+        for ax in axes.flat:
+            ax.set_xscale("log")
+            ax.set_ylim(0, 1.02)
+        axes[0, 0].invert_xaxis()  # shared: all four panels
+        for ax, (_, label) in zip(axes[:, 0], measures):
+            ax.set_ylabel(label.replace("attention on ", "attention: "))
+    return fig

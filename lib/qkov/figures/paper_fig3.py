@@ -18,6 +18,7 @@ from ..synthetic import metrics
 from ..synthetic.models import ModelSpec
 from ..synthetic.train import RunConfig
 from ..synthetic.train import train as train_runs
+from ..plotting import house_style, new_figure, ratio_colors
 
 ALPHAS = (0.2, 0.4, 0.6, 0.8, 1.0)
 OV_CIRCUITS = {  # the OV circuit under fixed attention: collapsed with bias, factorized without
@@ -135,3 +136,39 @@ def comparison(rows: list[dict], epochs: int) -> list[dict]:
 
 COLUMNS = ("ov", "alpha", "final_loss", "peak_sensitivity", "epoch_of_peak",
                 "min_sensitivity", "epoch_of_min")
+
+
+# --- the figure ---------------------------------------------------------------------------
+
+
+def plot(curves):
+    """Paper Fig. 3: loss L_t(alpha) and sensitivity per OV parameterization over epochs
+    (epoch axis linear up to 10 and logarithmic after, so that the early dip of the
+    sensitivity below zero shows next to the late course)."""
+    ovs = list(dict.fromkeys(c.ov for c in curves))
+    alphas = sorted({c.alpha for c in curves})
+    colors = dict(zip(alphas, ratio_colors(alphas)))
+    with house_style():
+        fig = new_figure(figsize=(6 * len(ovs), 6.4))
+        axes = fig.subplots(2, len(ovs), squeeze=False)
+        for col, ov in enumerate(ovs):
+            for c in (c for c in curves if c.ov == ov):
+                epochs = np.arange(len(c.losses))
+                axes[0, col].plot(epochs, c.losses, color=colors[c.alpha],
+                                  label=rf"$\alpha = {c.alpha:g}$")
+                axes[1, col].plot(epochs, c.sensitivity, color=colors[c.alpha])
+            axes[0, col].set_yscale("log")
+            axes[0, col].set_title(f"({'ab'[col]}) {ov} OV: loss $L_t(\\alpha)$")
+            axes[1, col].set_title(f"({'cd'[col]}) {ov} OV: "
+                                   r"$(L_t(\alpha) - L_t(\alpha + \delta)) / \delta$")
+            axes[1, col].set_xlabel("epoch (linear up to 10, logarithmic after)")
+            axes[1, col].axhline(0.0, color="k", lw=0.8)  # below it, sharper would be worse
+            for ax in axes[:, col]:  # the first epochs, where the sensitivity can dip, visible
+                ax.set_xscale("symlog", linthresh=10, linscale=0.6)
+                ax.set_xlim(0, len(c.losses) - 1)
+                ticks = [t for t in (0, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+                         if t <= len(c.losses) - 1]
+                ax.set_xticks(ticks, [str(t) for t in ticks])
+                ax.minorticks_off()
+        axes[0, 0].legend(title="fixed attention")
+    return fig

@@ -14,6 +14,7 @@ import numpy as np
 from .. import params as P
 from ..params import FigureParameters, derived, integer, number, number_list, optional_path, parameter
 from ..theory.reduced import Setting, check_loss_threshold, integrate_until, loss_thresholds
+from ..plotting import house_style, new_figure, ratio_colors, ratio_label
 
 
 @dataclass(frozen=True)
@@ -59,3 +60,55 @@ def threshold_rows(trajectories) -> list[dict]:
         for tr in trajectories
         for level, c in tr.crossings.items()
     ]
+
+
+# --- the figure ---------------------------------------------------------------------------
+
+
+def plot(trajectories, thresholds, samples: int = 400):
+    """Paper Fig. 4: the reduced dynamics for several ratios r = eta_QK / eta_OV.
+
+    Top row: mu_OV, mu_QK, loss and alpha against normalised time tau = min(eta) t (log
+    scale). Bottom row: mu_OV, mu_QK and alpha at the moment the loss first falls below each
+    threshold (x axis inverted: training goes on to the right).
+    """
+    ratios = [tr.r for tr in trajectories]
+    colors = ratio_colors(ratios)
+    with house_style():
+        fig = new_figure(figsize=(13, 6.4))
+        grid = fig.add_gridspec(2, 4)
+        top = [fig.add_subplot(grid[0, k]) for k in range(4)]
+        bottom = [fig.add_subplot(grid[1, k]) for k in range(3)]
+        legend_ax = fig.add_subplot(grid[1, 3])
+        legend_ax.axis("off")
+
+        for tr, color in zip(trajectories, colors):
+            tau = np.geomspace(1.0, tr.tau[-1], samples)
+            s = tr.sample(tau)
+            for ax, key in zip(top, ("mu_ov", "mu_qk", "loss", "alpha")):
+                ax.plot(tau, s[key], color=color, label=ratio_label(tr.r))
+            levels = np.array(sorted(tr.crossings, reverse=True))
+            for ax, key in zip(bottom, ("mu_ov", "mu_qk", "alpha")):
+                ax.plot(levels, [tr.crossings[x][key] for x in levels], color=color)
+
+        titles = [r"(a) $\mu_{OV}(t)$", r"(b) $\mu_{QK}(t)$", r"(c) loss $L(t)$",
+                  r"(d) attention mass $\alpha(t)$"]
+        for ax, title in zip(top, titles):
+            ax.set_xscale("log")
+            ax.set_xlabel(r"normalised time $\min(\eta_{OV}, \eta_{QK})\, t$")
+            ax.set_title(title)
+        top[2].set_yscale("log")
+        top[3].set_ylim(0, 1.02)
+
+        titles = [r"(e) $\mu_{OV}$ at stop", r"(f) $\mu_{QK}$ at stop", r"(g) $\alpha$ at stop"]
+        for ax, title in zip(bottom, titles):
+            ax.set_xscale("log")
+            ax.set_xlim(max(thresholds), min(thresholds))
+            ax.set_xlabel("stopping loss threshold")
+            ax.set_title(title)
+        bottom[2].set_ylim(0, 1.02)
+
+        handles, labels = top[0].get_legend_handles_labels()
+        legend_ax.legend(handles, labels, loc="center left",
+                         title=r"$r = \eta_{QK} / \eta_{OV}$", fontsize=10, title_fontsize=10)
+    return fig

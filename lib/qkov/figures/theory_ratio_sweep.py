@@ -16,11 +16,12 @@ import numpy as np
 import torch
 
 from .. import params as P
-from ..params import (FigureParameters, boolean, derived, integer, number, number_list,
+from ..params import (boolean, derived, integer, number, number_list,
                       optional_path, parameter, seed_list)
 from ..synthetic import metrics, models, tasks, train
 from ..theory import reduced as theory
 from ..theory.stylized import Descent, StylizedModel, descents
+from ..plotting import house_style, new_figure
 
 INITS = ("identity", "default")  # CACO from 1e-6 I (the theory's symmetric point) or nn.Linear's
 
@@ -64,13 +65,9 @@ def _length(name, value):
 
 
 @dataclass(frozen=True)
-class Parameters(FigureParameters):
+class Parameters(theory.SettingParameters):
     """The notebook's parameters."""
 
-    m: int = parameter(5, integer, minimum=1)  # relevant tokens in the context
-    n: int = parameter(50, integer, minimum=1)  # blank tokens in the context
-    b: float = parameter(50.0, number, above=0)  # token embeddings have norm b**-0.5
-    M: int = parameter(20, integer, minimum=2)  # classes, one next token each
     ratios: list = parameter([0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100], number_list, above=0)
     matched_loss: float = parameter(0.05, number, above=0)  # compare attention at this loss
     step_fraction: float = parameter(0.001, number, above=0, below=0.1)  # stylized descent
@@ -89,7 +86,7 @@ class Parameters(FigureParameters):
     model: StylizedModel = derived()
 
     def check(self):
-        model = StylizedModel(theory.Setting(m=self.m, n=self.n, b=self.b, M=self.M))
+        model = StylizedModel(self.setting)
         theory.check_loss_threshold("matched_loss", self.matched_loss, model.setting)
         object.__setattr__(self, "model", model)
 
@@ -220,3 +217,60 @@ def distinct_turning_points(rows: list[dict]) -> tuple[float, float | None]:
     below = [row["r"] for row in rows if row["r"] > peak
              and row["task_distinct_mean"] < tasks.uniform_distinct_share()]
     return peak, (min(below) if below else None)
+
+
+# --- the figure ---------------------------------------------------------------------------
+
+
+def plot(rows, closed_form_curve, variant_rows=()):
+    """theory-ratio-sweep: attention at a matched loss against r = eta_QK / eta_OV; below,
+    when given, the task's attention per condition (T, initialisation, OV rate) on both
+    measures."""
+    r = np.array([row["r"] for row in rows])
+    with house_style():
+        fig = new_figure(figsize=(7.5, 8.4 if variant_rows else 4.6))
+        grid = fig.add_gridspec(2 if variant_rows else 1, 2, height_ratios=(
+            (1.15, 1) if variant_rows else None))
+        ax = fig.add_subplot(grid[0, :])
+        ax.plot(closed_form_curve["r"], closed_form_curve["alpha"], color="k",
+                label=r"closed form: $\alpha$ (stylized setting)")
+        ax.plot(r, [row["alpha_stylized"] for row in rows], "o", mfc="none", color="k", ms=7,
+                label="stylized model, full-matrix descent")
+        ax.errorbar(r, [row["task_informative_mean"] for row in rows],
+                    yerr=[row["task_informative_std"] for row in rows], fmt="^-", capsize=3,
+                    color="#1b9e77", label="task: on distinct + query tokens")
+        ax.errorbar(r, [row["task_distinct_mean"] for row in rows],
+                    yerr=[row["task_distinct_std"] for row in rows], fmt="s--", capsize=3,
+                    color="#d95f02", label="task: on distinct tokens only")
+        ax.set_xscale("log")
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel(r"$r = \eta_{QK} / \eta_{OV}$")
+        ax.set_ylabel("attention mass at the matched loss")
+        ax.set_title(f"(a) attention at loss {rows[0]['matched_loss']:g} against the "
+                     "learning-rate ratio")
+        ax.legend(fontsize=8, loc="upper left")
+        if variant_rows:
+            _condition_panels(fig, grid, variant_rows)
+    return fig
+
+
+def _condition_panels(fig, grid, rows):
+    conditions = list(dict.fromkeys(row["condition"] for row in rows))
+    colors = dict(zip(conditions, ("#444444", "#1b9e77", "#d95f02", "#7570b3", "#e7298a",
+                                   "#66a61e", "#e6ab02")))
+    for col, (key, title) in enumerate((("distinct", "(b) on distinct tokens"),
+                                        ("informative", "(c) on distinct + query tokens"))):
+        ax = fig.add_subplot(grid[1, col])
+        for k, condition in enumerate(conditions):
+            picked = [row for row in rows if row["condition"] == condition]
+            ax.errorbar([row["r"] * 1.07 ** (k - (len(conditions) - 1) / 2) for row in picked],
+                        [row[key] for row in picked],
+                        yerr=[row[f"{key}_ci95"] for row in picked], fmt="o-", ms=4,
+                        capsize=2, color=colors[condition], label=condition)
+        ax.set_xscale("log")
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel(r"$r = \eta_{QK} / \eta_{OV}$")
+        ax.set_title(title)
+        if col == 0:
+            ax.set_ylabel("task attention (mean, 95% CI)")
+            ax.legend(fontsize=7, loc="upper left")

@@ -11,19 +11,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..params import FigureParameters, derived, integer, number, number_list, optional_path, parameter
+from ..params import derived, integer, number, number_list, optional_path, parameter
 from ..theory import reduced as theory
 from ..theory.stylized import Descent, StylizedModel, descents
+from ..plotting import QUANTITIES, curve_points, house_style, new_figure, ratio_colors, ratio_label
 
 
 @dataclass(frozen=True)
-class Parameters(FigureParameters):
+class Parameters(theory.SettingParameters):
     """The notebook's parameters."""
 
-    m: int = parameter(5, integer, minimum=1)  # relevant tokens in the context
-    n: int = parameter(50, integer, minimum=1)  # blank tokens in the context
-    b: float = parameter(50.0, number, above=0)  # token embeddings have norm b**-0.5
-    M: int = parameter(20, integer, minimum=2)  # classes, one next token each
     eta_ov: float = parameter(1.0, number, above=0)  # OV rate (matrix and ODE); QK: r * eta_ov
     ratios: list = parameter([0.1, 1, 10], number_list, above=0)  # eta_QK / eta_OV, one run each
     target_loss: float = parameter(0.01, number, above=0)  # descend until the loss reaches this
@@ -35,7 +32,7 @@ class Parameters(FigureParameters):
     model: StylizedModel = derived()
 
     def check(self):
-        model = StylizedModel(theory.Setting(m=self.m, n=self.n, b=self.b, M=self.M))
+        model = StylizedModel(self.setting)
         theory.check_loss_threshold("target_loss", self.target_loss, model.setting)
         object.__setattr__(self, "model", model)
 
@@ -120,3 +117,40 @@ def curves(runs: list[ReductionRun], points: int = 200, markers: int = 24):
             rows += [{"r": run.r, "source": name, "tau": float(d.t[k] * scale),
                       **{q: float(getattr(d, q)[k]) for q in quantities}} for k in picks]
     return rows
+
+
+# --- the figure ---------------------------------------------------------------------------
+
+
+def plot(curves):
+    """theory-reduction: full-matrix gradient descent of the stylized model on the ODE.
+
+    ``curves``: the rows of :func:`qkov.figures.theory_reduction.curves`. Per ratio r (colour):
+    the ODE solution (line), full-batch descent (circles) and minibatch descent (dashed),
+    against normalised time.
+    """
+    from matplotlib.lines import Line2D
+
+    ratios = list(dict.fromkeys(row["r"] for row in curves))
+    colors = ratio_colors(ratios)
+    styles = {"ODE": dict(ls="-"), "full batch": dict(marker="o", mfc="none", ls="none", ms=5),
+              "minibatch": dict(ls="--", lw=1.0)}
+    with house_style():
+        fig = new_figure(figsize=(13, 3.6))
+        axes = fig.subplots(1, 4)
+        for r, color in zip(ratios, colors):
+            for source, style in styles.items():
+                for ax, (key, _) in zip(axes, QUANTITIES):
+                    ax.plot(*curve_points(curves, key, r=r, source=source), color=color, **style)
+        for ax, (key, label), letter in zip(axes, QUANTITIES, "abcd"):
+            ax.set_xscale("log")
+            ax.set_xlabel(r"normalised time $\min(\eta_{OV}, \eta_{QK})\, t$")
+            ax.set_title(f"({letter}) {label}")
+        axes[2].set_yscale("log")
+        axes[3].set_ylim(0, 1.02)
+        handles = [Line2D([], [], color=c, label=ratio_label(r)) for r, c in zip(ratios, colors)]
+        handles += [Line2D([], [], color="k", label=name if name != "ODE" else "reduced ODE",
+                           **{k: v for k, v in style.items() if k != "ls" or v != "-"})
+                    for name, style in styles.items()]
+        axes[0].legend(handles=handles, loc="upper left", fontsize=8)
+    return fig

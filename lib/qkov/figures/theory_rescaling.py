@@ -20,9 +20,10 @@ import numpy as np
 from .. import artifacts
 from .. import params as P
 from ..circuits import PARAMETERIZATIONS
-from ..params import FigureParameters, derived, integer, number, optional_path, parameter
+from ..params import derived, number, optional_path, parameter
 from ..synthetic import metrics
 from ..theory import reduced as theory
+from ..plotting import PARAMETERIZATION_COLORS, curve_points, house_style, new_figure
 
 ROW1_PANELS = ("FAFO", "FACO", "CAFO", "CACO")  # Fig. 2 row 1: equal learning rates
 # Fig. 2 row 1 starts every factor at 1e-6 I except FAFO's W_Q, W_K (PyTorch's default init).
@@ -34,14 +35,10 @@ def _optional_file(name, value):
 
 
 @dataclass(frozen=True)
-class Parameters(FigureParameters):
+class Parameters(theory.SettingParameters):
     """The notebook's parameters. Checking them reads paper-fig2's trajectories
     (``measured``), so a missing or stale paper-fig2 run fails before any work."""
 
-    m: int = parameter(5, integer, minimum=1)  # relevant tokens in the context
-    n: int = parameter(50, integer, minimum=1)  # blank tokens in the context
-    b: float = parameter(50.0, number, above=0)  # token embeddings have norm b**-0.5
-    M: int = parameter(20, integer, minimum=2)  # classes, one next token each
     eta_ov: float = parameter(1.0, number, above=0)  # nominal OV learning rate
     r: float = parameter(1.0, number, above=0)  # nominal eta_QK / eta_OV (Fig. 2 row 1: 1)
     init_scale: float = parameter(1e-6, number, above=0)  # balanced factors' start
@@ -49,15 +46,12 @@ class Parameters(FigureParameters):
     matched_loss: float = parameter(0.02, number, above=0)  # compare attention at this loss
     fig2_summary: str | None = parameter(None, _optional_file)  # paper-fig2's summary.json
     artifacts_dir: str | None = parameter(None, optional_path)
-    setting: theory.Setting = derived()
     measured: dict = derived()
 
     def check(self):
-        setting = theory.Setting(m=self.m, n=self.n, b=self.b, M=self.M)
-        theory.check_loss_threshold("matched_loss", self.matched_loss, setting)
+        theory.check_loss_threshold("matched_loss", self.matched_loss, self.setting)
         summary = (Path(self.fig2_summary) if self.fig2_summary is not None
                    else artifacts.default_dir("paper-fig2") / "summary.json")
-        object.__setattr__(self, "setting", setting)
         object.__setattr__(self, "measured", measured_fig2_sharpness(summary, self.matched_loss))
 
 
@@ -200,3 +194,49 @@ def curves(trajectories: dict[str, theory.Trajectory], points: int = 200):
                   "alpha": float(s["alpha"][k]), "loss": float(s["loss"][k])}
                  for k in range(points)]
     return rows
+
+
+# --- the figure ---------------------------------------------------------------------------
+
+
+def plot(trajectories, rows, curves):
+    """theory-rescaling: (a) r_eff(t) per parameterization (``curves``: the rows of
+    :func:`qkov.figures.theory_rescaling.curves`), (b) alpha at each loss threshold, (c) the
+    predicted alpha at the matched loss next to the measured Fig. 2 attention mass."""
+    with house_style():
+        fig = new_figure(figsize=(13, 3.9))
+        axes = fig.subplots(1, 3)
+        for name, tr in trajectories.items():
+            color = PARAMETERIZATION_COLORS[name]
+            axes[0].plot(*curve_points(curves, "r_eff", parameterization=name), color=color,
+                         label=name)
+            levels = np.array(sorted(tr.crossings, reverse=True))
+            axes[1].plot(levels, [tr.crossings[x]["alpha"] for x in levels], color=color,
+                         label=name)
+        axes[0].set_xscale("log")
+        axes[0].set_yscale("log")
+        axes[0].set_xlabel(r"normalised time $\min(\eta_{OV}, \eta_{QK})\, t$")
+        axes[0].set_title(r"(a) effective ratio $r_{\mathrm{eff}}(t)$")
+        axes[0].legend(fontsize=8)
+        axes[1].set_xscale("log")
+        axes[1].invert_xaxis()
+        axes[1].set_ylim(0, 1.02)
+        axes[1].set_xlabel("loss threshold")
+        axes[1].set_title(r"(b) reduced model: $\alpha$ when the loss first reaches it")
+
+        names = [row["parameterization"] for row in rows]
+        x = np.arange(len(names))
+        axes[2].bar(x - 0.2, [row["alpha_at_loss"] for row in rows], 0.4,
+                    color=[PARAMETERIZATION_COLORS[n] for n in names],
+                    label=rf"predicted $\alpha$ at $L = {rows[0]['matched_loss']:g}$")
+        axes[2].bar(x + 0.2, [row["measured_attention"] for row in rows], 0.4,
+                    yerr=[row["measured_attention_std"] for row in rows], capsize=3,
+                    color="white", edgecolor=[PARAMETERIZATION_COLORS[n] for n in names],
+                    hatch="//", label="paper-fig2 at the same held-out loss (mean, std)")
+        axes[2].set_xticks(x, names)
+        axes[2].set_ylim(0, 1.32)  # room for the legend above the bars
+        axes[2].set_yticks(np.linspace(0, 1, 6))
+        axes[2].set_title("(c) sharpness at equal loss: prediction, Fig. 2 training")
+        axes[2].set_ylabel("attention on relevant tokens")
+        axes[2].legend(fontsize=8, loc="upper left")
+    return fig

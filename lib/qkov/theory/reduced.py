@@ -57,6 +57,21 @@ class Setting:
         return math.log(self.M)
 
 
+@dataclass(frozen=True)
+class SettingParameters(P.FigureParameters):
+    """The parameters that figure notebooks of the theory chapter begin with: a Setting
+    (whole numbers of tokens, as the stylized model counts positions)."""
+
+    m: int = P.parameter(5, P.integer, minimum=1)  # relevant tokens in the context
+    n: int = P.parameter(50, P.integer, minimum=1)  # blank tokens in the context
+    b: float = P.parameter(50.0, P.number, above=0)  # token embeddings have norm b**-0.5
+    M: int = P.parameter(20, P.integer, minimum=2)  # classes, one next token each
+
+    @property
+    def setting(self) -> Setting:
+        return Setting(m=self.m, n=self.n, b=self.b, M=self.M)
+
+
 # --- the model -----------------------------------------------------------------------------
 
 
