@@ -99,6 +99,30 @@ def test_nbval_detects_a_changed_result(run_tool, tmp_path):
     assert "0.5589" in result.stdout and "1 failed" in result.stdout
 
 
+def test_a_cell_tagged_for_tolerance_accepts_last_digit_rounding_only(run_tool, tmp_path):
+    """notebooks/conftest.py: a cell tagged nbval-tolerance passes with a stored number a
+    unit off in its last digit (another machine's float32 rounding) and fails with one that
+    is off by more than the tolerance; a glued figure's PNG is not compared."""
+    import shutil
+
+    shutil.copy2(REPO / "notebooks" / "conftest.py", tmp_path / "conftest.py")
+    nb = nbformat.read(REPO / "notebooks" / "paper-fig4.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                if o.output_type == "stream" and "mu_ov" in o.text)
+    cell.metadata.setdefault("tags", []).append("nbval-tolerance")
+    glued = next(o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                 if "application/papermill.record/image/png" in o.get("data", {}))
+    glued.data["application/papermill.record/image/png"] = "iVBORw0KGgoAAAA"  # not the figure
+    original = cell.outputs[0].text
+    for stored, passes in (("0.5589", True), ("0.5688", False)):
+        cell.outputs[0].text = original.replace("0.5588", stored)
+        nbformat.write(nb, tmp_path / "paper-fig4.ipynb")
+        result = run_tool("pytest", "--nbval", "--nbval-current-env", "-p", "no:cacheprovider",
+                          "--nbval-sanitize-with", REPO / "tests" / "nbval-sanitize.cfg",
+                          tmp_path / "paper-fig4.ipynb", "--rootdir", tmp_path, check=False)
+        assert (result.returncode == 0) == passes, (stored, result.stdout[-2000:])
+
+
 def test_a_passing_test_run_is_recorded(tmp_path):
     import json
 
