@@ -37,10 +37,10 @@ def pytest_unconfigure(config):
 def run_tool():
     """Run a command-line tool of the project's environment (papermill, snakemake, ...)."""
 
-    def run(tool, *args, cwd=REPO, check=True, timeout=600):
+    def run(tool, *args, cwd=REPO, check=True, timeout=600, env=None):
         result = subprocess.run(
             [str(BIN / tool), *map(str, args)], cwd=cwd, capture_output=True, text=True,
-            timeout=timeout,
+            timeout=timeout, env=None if env is None else {**os.environ, **env},
         )
         if check and result.returncode != 0:
             raise AssertionError(

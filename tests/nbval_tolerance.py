@@ -1,4 +1,5 @@
-"""How nbval compares a re-executed figure notebook with its stored outputs.
+"""How nbval compares a re-executed figure notebook with its stored outputs (a pytest
+plugin: pyproject.toml loads it with ``-p nbval_tolerance``).
 
 nbval compares every output of every cell exactly (after tests/nbval-sanitize.cfg). Two
 kinds of output do not reproduce exactly from one machine to another, and are compared
