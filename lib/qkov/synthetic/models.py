@@ -109,21 +109,49 @@ def init_parameters(spec: ModelSpec, generator: torch.Generator) -> dict[str, to
     return p
 
 
+@dataclass
+class FixedAttentionParts:
+    """What fixed attention takes from the data alone, for any alpha: with ``off`` the
+    attention spread uniformly over the positions of non-distinct tokens and ``step`` the
+    change to spreading it over the distinct ones, attention at alpha is ``off + alpha *
+    step`` (one fused operation per alpha). A sequence without distinct tokens (probability
+    ~1e-12 at T = 64) attends ``uniform``ly instead; ``all_have_distinct`` says there is none.
+    """
+
+    off: torch.Tensor
+    step: torch.Tensor
+    uniform: torch.Tensor
+    has_distinct: torch.Tensor
+    all_have_distinct: bool
+
+    @classmethod
+    def of(cls, counts: torch.Tensor, classes: torch.Tensor) -> "FixedAttentionParts":
+        """counts (..., B, V), classes (..., B)."""
+        distinct = tasks.distinct_mask()[classes].to(counts.dtype)
+        on = counts * distinct
+        off = counts - on
+        n_on = on.sum(-1, keepdim=True)
+        n_off = off.sum(-1, keepdim=True)
+        spread_off = off / n_off.clamp_min(1)
+        has = n_on > 0
+        return cls(spread_off, on / n_on.clamp_min(1) - spread_off, counts / (n_on + n_off),
+                   has, bool(has.all()))
+
+    def at(self, alpha, out: torch.Tensor | None = None) -> torch.Tensor:
+        """Attention at ``alpha`` (a number, or broadcastable against the parts)."""
+        alpha = torch.as_tensor(alpha, dtype=self.off.dtype)
+        a = torch.addcmul(self.off, alpha, self.step, out=out)
+        if not self.all_have_distinct:
+            a = torch.where(self.has_distinct, a, self.uniform, out=out)
+        return a
+
+
 def fixed_attention(counts: torch.Tensor, classes: torch.Tensor, alpha) -> torch.Tensor:
     """Attention over tokens: ``alpha`` uniform over distinct-token positions, the rest uniform.
 
     counts (..., B, V), classes (..., B), alpha broadcastable to (..., B, 1).
     """
-    distinct = tasks.distinct_mask()[classes].to(counts.dtype)
-    on = counts * distinct
-    off = counts - on
-    n_on = on.sum(-1, keepdim=True)
-    n_off = off.sum(-1, keepdim=True)
-    # A sequence without distinct tokens (probability ~1e-12 at T = 64) attends uniformly.
-    uniform = counts / (n_on + n_off)
-    alpha = torch.as_tensor(alpha, dtype=counts.dtype)
-    spread = alpha * on / n_on.clamp_min(1) + (1 - alpha) * off / n_off.clamp_min(1)
-    return torch.where(n_on > 0, spread, uniform)
+    return FixedAttentionParts.of(counts, classes).at(alpha)
 
 
 def count_attention(p, counts, classes, fixed_alpha=None) -> torch.Tensor:
@@ -273,6 +301,8 @@ class Ensemble:
         """Views the step reads and updates in place, made once per membership: on these
         small tensors every operation, even a view, costs microseconds."""
         k = self.n_collapsed_ov = sum(s.ov == "collapsed" for s in self.specs)
+        self.any_bias = any(s.ov_bias for s in self.specs)
+        self.any_qk_factorized = any(s.qk == "factorized" for s in self.specs)
         self.fixed_alpha = (torch.tensor([s.fixed_alpha for s in self.specs]).view(-1, 1, 1)
                             if self.fixed else None)
         p = self.params
@@ -360,36 +390,52 @@ class Ensemble:
                           out=w["scores"])
             a, a_c, a_f = softmax(w["scores"], -1, False, out=w["a"]), w["a_c"], w["a_f"]
         # Collapsed-OV members (the first k) read h itself where W_V h stands: W_V = I.
-        hidden = torch.bmm(a_f, v["W_V_f_T"], out=w["hidden"])
-        torch.baddbmm(v["b_c"], a_c, v["W_O_c_T"], out=w["z_c"])
-        torch.baddbmm(v["b_f"], hidden, v["W_O_f_T"], out=w["z_f"])
+        # An operation on an empty block (no member of that kind) is skipped, not run: it
+        # would change nothing and cost its fixed overhead.
+        collapsed, factorized = k > 0, k < len(self)
+        if factorized:
+            hidden = torch.bmm(a_f, v["W_V_f_T"], out=w["hidden"])
+            torch.baddbmm(v["b_f"], hidden, v["W_O_f_T"], out=w["z_f"])
+        if collapsed:
+            torch.baddbmm(v["b_c"], a_c, v["W_O_c_T"], out=w["z_c"])
         dz = softmax(w["z"], -1, False, out=w["dz"])
         p_target = dz.gather(-1, batch.targets)
         dz.scatter_add_(-1, batch.targets, w["minus_one"])  # n_seq x dLoss/dlogits
-        dhidden = torch.bmm(w["dz_f"], v["W_O_f"], out=w["dhidden"])
+        if factorized:
+            dhidden = torch.bmm(w["dz_f"], v["W_O_f"], out=w["dhidden"])
         if not self.fixed:  # n_seq x dLoss/da, read before W_O and W_V move
-            torch.bmm(w["dz_c"], v["W_O_c"], out=w["da_c"])
-            torch.bmm(dhidden, v["W_V_f"], out=w["da_f"])
+            if collapsed:
+                torch.bmm(w["dz_c"], v["W_O_c"], out=w["da_c"])
+            if factorized:
+                torch.bmm(dhidden, v["W_V_f"], out=w["da_f"])
         # SGD, each learning rate folded into the gradient's product (alpha, or an operand).
         if isinstance(lr_ov, torch.Tensor):
             rate = (lr_ov / n_seq).view(-1, 1, 1)
-            v["W_O_c"].baddbmm_(w["dz_c_T"], a_c * rate[:k], alpha=-1.0)
-            v["W_O_f"].baddbmm_(w["dz_f_T"], hidden * rate[k:], alpha=-1.0)
-            v["W_V_f"].baddbmm_(w["dhidden_T"], a_f * rate[k:], alpha=-1.0)
-            p["b"].addcmul_(rate.view(-1, 1) * v["bias_mask"], dz.sum(1), value=-1.0)
+            if collapsed:
+                v["W_O_c"].baddbmm_(w["dz_c_T"], a_c * rate[:k], alpha=-1.0)
+            if factorized:
+                v["W_O_f"].baddbmm_(w["dz_f_T"], hidden * rate[k:], alpha=-1.0)
+                v["W_V_f"].baddbmm_(w["dhidden_T"], a_f * rate[k:], alpha=-1.0)
+            if self.any_bias:
+                p["b"].addcmul_(rate.view(-1, 1) * v["bias_mask"], dz.sum(1), value=-1.0)
         else:
             rate = lr_ov / n_seq
-            v["W_O_c"].baddbmm_(w["dz_c_T"], a_c, alpha=-rate)
-            v["W_O_f"].baddbmm_(w["dz_f_T"], hidden, alpha=-rate)
-            v["W_V_f"].baddbmm_(w["dhidden_T"], a_f, alpha=-rate)
-            p["b"].addcmul_(v["bias_mask"], dz.sum(1), value=-rate)
+            if collapsed:
+                v["W_O_c"].baddbmm_(w["dz_c_T"], a_c, alpha=-rate)
+            if factorized:
+                v["W_O_f"].baddbmm_(w["dz_f_T"], hidden, alpha=-rate)
+                v["W_V_f"].baddbmm_(w["dhidden_T"], a_f, alpha=-rate)
+            if self.any_bias:
+                p["b"].addcmul_(v["bias_mask"], dz.sum(1), value=-rate)
         if not self.fixed:
             da = w["da"]
             dscores = (da - (a * da).sum(-1, keepdim=True)).mul_(a)  # n_seq/SCALE x dL/dscores
             g_rows = torch.bmm(batch.class_onehot.transpose(1, 2), dscores)  # (E, 4, V)
             # W_QK = W_Q^T W_K with gradient G on the query rows: dW_Q = W_K G^T, dW_K = W_Q G.
             rate = (lr_qk * (SCALE / n_seq)).view(-1, 1, 1)
-            g_q = torch.bmm(p["W_K"], g_rows.transpose(1, 2))
+            if self.any_qk_factorized:  # (W_Q of a collapsed circuit is I and stays so)
+                g_q = torch.bmm(p["W_K"], g_rows.transpose(1, 2))
             p["W_K"].baddbmm_(v["W_Q_q"] * rate, g_rows, alpha=-1.0)
-            v["W_Q_q"].addcmul_(rate * v["qk_mask"], g_q, value=-1.0)
+            if self.any_qk_factorized:
+                v["W_Q_q"].addcmul_(rate * v["qk_mask"], g_q, value=-1.0)
         return p_target.squeeze(-1)

@@ -63,6 +63,12 @@ def _slot_tables() -> torch.Tensor:
     return torch.tensor(tables)
 
 
+def support_tokens() -> torch.Tensor:
+    """(4, 20) int64: row c lists the tokens a sequence of class c can hold, common first."""
+    return torch.tensor([list(range(N_COMMON)) + list(distinct_tokens(c))
+                         for c in range(N_CLASSES)])
+
+
 def uniform_distinct_share() -> float:
     """Share of a class's context weight on its distinct tokens (5.5 / 15.5): the attention
     mass on them, in expectation, of attention spread uniformly over the context."""

@@ -157,15 +157,17 @@ class _Group:
                 classes = drawn[s].classes.view(chunk, rows)
                 per_stream[s] = (counts, classes) if self.ensemble.fixed else \
                     models.EnsembleBatch.from_counts(counts, classes)
-        if self.ensemble.fixed and len(per_stream) == 1:
-            # Every member reads one stream (paper Fig. 3): what the attention takes from
-            # the data alone is computed once, then broadcast over the members' alphas.
-            counts, classes = per_stream[member_streams[0]]
-            batch = self.ensemble.batch(counts.unsqueeze(1), classes.unsqueeze(1))
-            batch.targets = batch.targets.expand(-1, len(member_streams), -1, -1)
-        elif self.ensemble.fixed:  # attention depends on each member's alpha
-            batch = self.ensemble.batch(*(torch.stack([per_stream[s][j] for s in member_streams],
-                                                      1) for j in (0, 1)))
+        if self.ensemble.fixed:
+            # What the attention takes from the data is computed once per stream; each
+            # member's attention is then one fused operation with its own alpha.
+            parts = {s: models.FixedAttentionParts.of(*data) for s, data in per_stream.items()}
+            alphas = self.ensemble.fixed_alpha.view(-1)
+            attention = torch.empty(chunk, len(member_streams), rows, models.V)
+            for e, s in enumerate(member_streams):
+                parts[s].at(alphas[e], out=attention[:, e])
+            targets = torch.stack([tasks.target_token(per_stream[s][1]) for s in member_streams],
+                                  1).unsqueeze(-1)
+            batch = models.EnsembleBatch(None, None, targets, attention)
         else:
             batch = models.EnsembleBatch(*(
                 torch.stack([getattr(per_stream[s], name) for s in member_streams], 1)
