@@ -1,5 +1,6 @@
 """The paper-fig2 and paper-fig3 notebooks at a tiny scale: parameters, rows, artifacts."""
 
+import csv
 import json
 
 import numpy as np
@@ -44,21 +45,31 @@ def test_fig3_notebook_writes_its_artifacts(run_tool, tmp_path):
     out = tmp_path / "fig3"
     run_tool("papermill", REPO / "notebooks" / "paper-fig3.ipynb", tmp_path / "o.ipynb",
              "-p", "epochs", "2", "-p", "batches_per_epoch", "10", "-p", "eval_batches", "3",
-             "-p", "progress", "False", "-y", "alphas: [0.5, 1.0]", "-p", "artifacts_dir", out)
+             "-p", "progress", "False", "-y", "alphas: [0.5, 1.0]", "-y", "seeds: [3, 4, 5]",
+             "-p", "artifacts_dir", out)
     rows = json.loads((out / "summary.json").read_text())["rows"]
     assert [(r["ov"], r["alpha"]) for r in rows] == [
         ("collapsed", 0.5), ("collapsed", 1.0), ("factorized", 0.5), ("factorized", 1.0)]
-    assert set(rows[0]) == {"ov", "alpha", "final_loss", "peak_sensitivity", "epoch_of_peak",
-                            "min_sensitivity", "epoch_of_min"}
+    statistics = ("final_loss", "peak_sensitivity", "epoch_of_peak", "min_sensitivity",
+                  "epoch_of_min")
+    assert set(rows[0]) == {"ov", "alpha", "seeds", *statistics,
+                            *(f"{name}_ci95" for name in statistics)}
+    assert all(r["seeds"] == 3 and r["final_loss_ci95"] > 0 for r in rows)
     assert all(r["min_sensitivity"] <= r["peak_sensitivity"] for r in rows)
     assert all(r["peak_sensitivity"] == 0 for r in rows if r["alpha"] == 1.0)
-    curves = (out / "curves.csv").read_text().splitlines()
-    assert curves[0] == "ov,alpha,epoch,loss,sensitivity" and len(curves) == 4 * 3 + 1
+    with open(out / "curves.csv") as f:
+        curves = list(csv.DictReader(f))
+    assert list(curves[0]) == ["ov", "alpha", "seed", "epoch", "loss", "sensitivity"]
+    assert len(curves) == 4 * 3 * 3  # runs x seeds x epochs 0..2
+    # The table's mean is the mean of the seeds' own final losses.
+    finals = [float(c["loss"]) for c in curves if c["ov"] == "collapsed"
+              and float(c["alpha"]) == 0.5 and c["epoch"] == "2"]
+    assert rows[0]["final_loss"] == pytest.approx(np.mean(finals))
 
 
 FIG2 = {"seeds": [1, 2], "epochs_scale": 1.0, "eval_batches": 200, "trajectory_batches": 16,
         "workers": 2, "progress": True, "artifacts_dir": None}
-FIG3 = {"alphas": [0.2, 1.0], "epochs": 500, "batches_per_epoch": 250, "seed": 1234,
+FIG3 = {"alphas": [0.2, 1.0], "epochs": 500, "batches_per_epoch": 250, "seeds": [1234],
         "lr": 0.01, "eval_batches": 250, "d": 0.005, "workers": 2, "progress": True,
         "artifacts_dir": None}
 
@@ -76,7 +87,7 @@ def test_fig2_parameters_are_checked(bad, name):
 
 @pytest.mark.parametrize("bad, name", [
     ({"alphas": [0.0]}, "alphas"), ({"alphas": [1.2]}, "alphas"), ({"epochs": 0}, "epochs"),
-    ({"lr": -1}, "lr"), ({"d": 0.0}, "d"), ({"seed": -1}, "seed"),
+    ({"lr": -1}, "lr"), ({"d": 0.0}, "d"), ({"seeds": [-1]}, "seeds"),
 ])
 def test_fig3_parameters_are_checked(bad, name):
     with pytest.raises(ParameterError, match=f"parameter '{name}'"):

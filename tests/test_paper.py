@@ -53,10 +53,11 @@ def test_fig2_panels_follow_the_spec_table():
 
 def test_fig3_trains_the_ov_circuit_only_under_fixed_attention():
     runs = paper_fig3.runs()
-    assert len(runs) == 10
+    assert len(runs) == 2 * 5 * 5 and len({r.name for r in runs}) == 50
+    assert {r.seed for r in runs} == {1234, 1235, 1236, 1237, 1238}  # the authors': 1234
     for r in runs:
         assert r.lr_qk == 0 and r.model.fixed_alpha in paper_fig3.ALPHAS
-        assert r.per_class_batches and r.steps == 500 * 250 and r.seed == 1234
+        assert r.per_class_batches and r.steps == 500 * 250
         assert r.model.ov_bias == (r.model.ov == "collapsed")
 
 
@@ -110,9 +111,10 @@ def test_the_chapters_run_table_matches_the_panels():
 
 
 def test_fig3_comparison_sets_the_authors_quoted_losses_beside_ours():
-    rows = [{"ov": "collapsed", "alpha": 0.4, "final_loss": 0.16},
-            {"ov": "factorized", "alpha": 0.3, "final_loss": 0.002}]
+    rows = [{"ov": "collapsed", "alpha": 0.4, "final_loss": 0.16, "final_loss_ci95": 0.01},
+            {"ov": "factorized", "alpha": 0.3, "final_loss": 0.002, "final_loss_ci95": 1e-4}]
     table = paper_fig3.comparison(rows, epochs=500)
-    assert table[0] == {"ov": "collapsed", "alpha": 0.4, "companion": 0.16, "authors": 0.1582}
+    assert table[0] == {"ov": "collapsed", "alpha": 0.4, "companion": 0.16,
+                        "companion_ci95": 0.01, "authors": 0.1582}
     assert np.isnan(table[1]["authors"])  # an alpha the authors did not run
     assert paper_fig3.comparison(rows, epochs=499) == []  # their values are for 500 epochs
