@@ -122,6 +122,18 @@ def test_a_cell_tagged_for_tolerance_accepts_last_digit_rounding_only(run_tool, 
         assert (result.returncode == 0) == passes, (stored, result.stdout[-2000:])
 
 
+def test_the_tolerance_rules_on_printed_results():
+    from nbval_tolerance import texts_close
+
+    # Seen between two machines: last digits, a half-width, a drift.
+    assert texts_close("0.0009997 ± 1.3e-05  38.33 ± 0.49", "0.0009998 ± 1.3e-05  38.33 ± 0.52")
+    assert texts_close("0.00023   0.00081", "0.00023   0.00082")
+    assert texts_close("FAFO-qk20x  687.8 ± 1", "FAFO-qk20x    688 ± 0.96")  # columns widen
+    assert not texts_close("0.5588", "0.5688")  # 1.8%: more than rounding
+    assert not texts_close("38.33 ± 0.49", "38.33 ± 0.70")  # a half-width 43% off
+    assert not texts_close("FAFO 0.5", "FACO 0.5")  # other text
+
+
 def test_a_passing_test_run_is_recorded(tmp_path):
     import json
 
