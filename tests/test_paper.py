@@ -118,3 +118,17 @@ def test_fig3_comparison_sets_the_authors_quoted_losses_beside_ours():
                         "companion_ci95": 0.01, "authors": 0.1582}
     assert np.isnan(table[1]["authors"])  # an alpha the authors did not run
     assert paper_fig3.comparison(rows, epochs=499) == []  # their values are for 500 epochs
+
+
+def test_a_drift_at_the_level_of_rounding_is_shown_as_such():
+    from types import SimpleNamespace
+
+    def summary(key, drifts):
+        return SimpleNamespace(panel=SimpleNamespace(key=key), drifts=drifts,
+                               separabilities=[np.array([0.1, 0.2])] * 2)
+
+    rows = paper_fig2.diagnostics([summary("A", [{"qk": 3.9e-6, "ov": 8.1e-4},
+                                                 {"qk": 3.1e-6, "ov": 7e-4}]),
+                                   summary("B", [{"qk": 2.4e-5}, {"qk": 1e-6}])])
+    assert (rows[0]["drift_qk"], rows[0]["drift_ov"]) == ("< 1e-05", "0.00081")
+    assert (rows[1]["drift_qk"], rows[1]["drift_ov"]) == ("2.4e-05", "-")  # largest over seeds

@@ -228,13 +228,20 @@ def table(summaries: list[PanelSummary]) -> list[dict]:
 DIAGNOSTIC_COLUMNS = ("panel", "pct_separable", "separability", "drift_qk", "drift_ov")
 
 
+# Below this, a drift is float32 rounding accumulated over the run, not the step size: its
+# digits differ between machines (FAFO-ramp40x's QK drift: 3.9e-06 on one, 3.1e-06 on another).
+DRIFT_FLOOR = 1e-5
+
+
 def diagnostics(summaries: list[PanelSummary]) -> list[dict]:
     """Per panel: the % of held-out sequences with positive separability and its mean (mean
     over seeds ± 95% interval), and the largest relative drift over seeds of each factorized
     circuit's conserved quantity ("-" for a collapsed circuit)."""
     def drift(s, circuit):
         values = [d[circuit] for d in s.drifts if circuit in d]
-        return f"{max(values):.2g}" if values else "-"
+        if not values:
+            return "-"
+        return f"< {DRIFT_FLOOR:g}" if max(values) < DRIFT_FLOOR else f"{max(values):.2g}"
 
     return [
         {"panel": s.panel.key,
