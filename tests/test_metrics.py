@@ -118,3 +118,16 @@ def test_seed_interval_is_the_student_t_interval():
     # t(0.975, 4) = 2.7764; sample std sqrt(2.5); n = 5
     assert mean == 3.0 and half == pytest.approx(2.7764451 * np.sqrt(2.5) / np.sqrt(5))
     assert np.isnan(metrics.seed_interval([2.0])[1])
+
+
+def test_fixed_attention_without_distinct_tokens_is_uniform_for_every_alpha():
+    from qkov.synthetic import models
+
+    counts = torch.zeros(2, 50)
+    counts[0, [0, 3, 5]] = torch.tensor([2.0, 1.0, 1.0])  # common tokens only
+    counts[1, [0, 20, 21]] = torch.tensor([1.0, 2.0, 1.0])  # class 1: two distinct tokens
+    classes = torch.tensor([1, 1])
+    for alpha in (0.0, 0.3, 1.0):
+        a = models.fixed_attention(counts, classes, alpha)
+        assert torch.equal(a[0], counts[0] / 4)
+        assert a[1, 20] + a[1, 21] == pytest.approx(alpha) and a[1, 0] == pytest.approx(1 - alpha)

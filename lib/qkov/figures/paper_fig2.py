@@ -204,8 +204,7 @@ def summaries(results, eval_batches: int) -> list[PanelSummary]:
 
 
 def _interval(values, digits: int = 4) -> str:
-    mean, half = metrics.seed_interval(values)
-    return f"{mean:.{digits}g} ± {half:.2g}"
+    return metrics.interval_text(*metrics.seed_interval(values), digits)
 
 
 TABLE_COLUMNS = ("panel", "epochs", "train_loss", "test_loss", "accuracy", "mean_attn",

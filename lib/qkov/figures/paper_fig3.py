@@ -146,11 +146,9 @@ COLUMNS = ("ov", "alpha", "final_loss", "peak_sensitivity", "epoch_of_peak",
 
 def table(rows: list[dict]) -> list[dict]:
     """The rows for printing: each statistic as mean ± 95% half-width over the seeds."""
-    def interval(row, name, digits=4):
-        return f"{row[name]:.{digits}g} ± {row[name + '_ci95']:.2g}"
-
     return [{"ov": row["ov"], "alpha": row["alpha"],
-             **{name: interval(row, name, 3 if name.startswith("epoch") else 4)
+             **{name: metrics.interval_text(row[name], row[f"{name}_ci95"],
+                                            3 if name.startswith("epoch") else 4)
                 for name in COLUMNS[2:]}} for row in rows]
 
 

@@ -40,6 +40,10 @@ class SweepCondition:
         return f"T = {self.T}, {init}, lr_ov = {self.lr_ov:g}"
 
 
+def _length(name, value):
+    return tasks.check_length(P.integer(name, value, 3))
+
+
 def _variants(name: str, value) -> list[SweepCondition]:
     if not isinstance(value, (list, tuple)):
         raise P.ParameterError(name, f'expected a list of [T, init, lr_ov] triples, got '
@@ -52,16 +56,12 @@ def _variants(name: str, value) -> list[SweepCondition]:
         if init not in INITS:
             raise P.ParameterError(name, f"item {i}: init must be one of {INITS}, got {init!r}")
         try:
-            T = tasks.check_length(P.integer("T", T, 3))
+            T = _length("T", T)
             lr_ov = P.number("lr_ov", lr_ov, above=0)
         except P.ParameterError as err:  # name the list and the item, not just the field
             raise P.ParameterError(name, f"item {i}: {err}") from None
         out.append(SweepCondition(T, init, lr_ov))
     return out
-
-
-def _length(name, value):
-    return tasks.check_length(P.integer(name, value, 3))
 
 
 @dataclass(frozen=True)

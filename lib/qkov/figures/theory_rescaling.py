@@ -30,10 +30,6 @@ ROW1_PANELS = ("FAFO", "FACO", "CAFO", "CACO")  # Fig. 2 row 1: equal learning r
 DEFAULT_INIT_FACTORS = {"FAFO": "qk"}
 
 
-def _optional_file(name, value):
-    return P.optional_path(name, value)
-
-
 @dataclass(frozen=True)
 class Parameters(theory.SettingParameters):
     """The notebook's parameters. Checking them reads paper-fig2's trajectories
@@ -44,7 +40,7 @@ class Parameters(theory.SettingParameters):
     init_scale: float = parameter(1e-6, number, above=0)  # balanced factors' start
     default_init_rate: float = parameter(0.667, number, above=0)  # a^2 + c^2, default init
     matched_loss: float = parameter(0.02, number, above=0)  # compare attention at this loss
-    fig2_summary: str | None = parameter(None, _optional_file)  # paper-fig2's summary.json
+    fig2_summary: str | None = parameter(None, optional_path)  # paper-fig2's summary.json
     artifacts_dir: str | None = parameter(None, optional_path)
     measured: dict = derived()
 

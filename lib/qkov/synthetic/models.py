@@ -115,14 +115,11 @@ class FixedAttentionParts:
     attention spread uniformly over the positions of non-distinct tokens and ``step`` the
     change to spreading it over the distinct ones, attention at alpha is ``off + alpha *
     step`` (one fused operation per alpha). A sequence without distinct tokens (probability
-    ~1e-12 at T = 64) attends ``uniform``ly instead; ``all_have_distinct`` says there is none.
+    ~1e-12 at T = 64) has ``step`` 0: it attends uniformly, whatever alpha.
     """
 
     off: torch.Tensor
     step: torch.Tensor
-    uniform: torch.Tensor
-    has_distinct: torch.Tensor
-    all_have_distinct: bool
 
     @classmethod
     def of(cls, counts: torch.Tensor, classes: torch.Tensor) -> "FixedAttentionParts":
@@ -133,17 +130,13 @@ class FixedAttentionParts:
         n_on = on.sum(-1, keepdim=True)
         n_off = off.sum(-1, keepdim=True)
         spread_off = off / n_off.clamp_min(1)
-        has = n_on > 0
-        return cls(spread_off, on / n_on.clamp_min(1) - spread_off, counts / (n_on + n_off),
-                   has, bool(has.all()))
+        step = (on / n_on.clamp_min(1) - spread_off).masked_fill_(n_on == 0, 0.0)
+        return cls(spread_off, step)
 
     def at(self, alpha, out: torch.Tensor | None = None) -> torch.Tensor:
         """Attention at ``alpha`` (a number, or broadcastable against the parts)."""
         alpha = torch.as_tensor(alpha, dtype=self.off.dtype)
-        a = torch.addcmul(self.off, alpha, self.step, out=out)
-        if not self.all_have_distinct:
-            a = torch.where(self.has_distinct, a, self.uniform, out=out)
-        return a
+        return torch.addcmul(self.off, alpha, self.step, out=out)
 
 
 def fixed_attention(counts: torch.Tensor, classes: torch.Tensor, alpha) -> torch.Tensor:
