@@ -31,6 +31,26 @@ def test_a_member_does_not_depend_on_the_rest_of_the_ensemble():
         assert torch.allclose(v, crowd.params[k], atol=1e-6), k
 
 
+def test_a_stream_is_drawn_only_while_a_run_reads_it(monkeypatch):
+    """Once every run of a seed has finished, its stream is not sampled any more (late in
+    Fig. 2 most streams are such), and the runs still training are unaffected."""
+    drawn = []
+    original = T.tasks.DataStream._draw_chunk
+
+    def counting(stream):
+        drawn.append(stream.seed)
+        original(stream)
+
+    monkeypatch.setattr(T.tasks.DataStream, "_draw_chunk", counting)
+    short, long = run("short", seed=1, epochs=1, batches_per_epoch=50), \
+        run("long", seed=2, epochs=4, batches_per_epoch=50)
+    together = T.train([short, long], progress=False)
+    chunks = {seed: drawn.count(T.derived_seed(seed, "data")) for seed in (1, 2)}
+    assert chunks == {1: 1, 2: 4}  # CHUNK = 50 batches: one chunk per epoch here
+    alone = T.train([long], progress=False)[0]
+    assert np.array_equal(alone.epoch_losses, together[1].epoch_losses)
+
+
 def test_same_seed_means_the_same_data():
     """Two identical models with the same seed train identically; another seed differs."""
     results = T.train([run("x", seed=5), run("y", seed=5), run("z", seed=6)], progress=False)

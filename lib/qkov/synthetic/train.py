@@ -306,7 +306,11 @@ def _train_together(configs, progress, epoch_callback, desc, position=0):
     t = 0
     while groups:
         if t % chunk == 0:  # draw the next CHUNK batches of every stream, lay them out per member
-            drawn = [stream.chunk_at(t) for stream in stream_list]
+            # Only streams a live member reads: members only ever leave, so a stream nobody
+            # reads is never needed again (late in Fig. 2 most streams are such).
+            live = set().union(*(stream_of[g.ids].tolist() for g in groups))
+            drawn = [stream.chunk_at(t) if s in live else None
+                     for s, stream in enumerate(stream_list)]
             for group in groups:
                 group.load_chunk(t, drawn, stream_of[group.ids].tolist())
                 group.losses = []
