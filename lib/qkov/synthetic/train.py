@@ -120,6 +120,7 @@ class _Group:
                                         for c in self.configs])
         self.lr_ov = torch.tensor([c.lr_ov for c in self.configs])
         self.chunk = None  # this chunk's data and QK rates, laid out per member
+        self._layouts = {}  # the tensors chunks are laid out in, reused from chunk to chunk
         self._refresh()
         self.losses = []  # this chunk's steps so far: probabilities of the correct token
 
@@ -162,16 +163,19 @@ class _Group:
             # member's attention is then one fused operation with its own alpha.
             parts = {s: models.FixedAttentionParts.of(*data) for s, data in per_stream.items()}
             alphas = self.ensemble.fixed_alpha.view(-1)
-            attention = torch.empty(chunk, len(member_streams), rows, models.V)
+            attention = self._layout("attention", (chunk, len(member_streams), rows, models.V))
             for e, s in enumerate(member_streams):
                 parts[s].at(alphas[e], out=attention[:, e])
             targets = torch.stack([tasks.target_token(per_stream[s][1]) for s in member_streams],
                                   1).unsqueeze(-1)
             batch = models.EnsembleBatch(None, None, targets, attention)
         else:
-            batch = models.EnsembleBatch(*(
-                torch.stack([getattr(per_stream[s], name) for s in member_streams], 1)
-                for name in ("log_counts", "class_onehot", "targets")))
+            def laid_out(name):
+                parts = [getattr(per_stream[s], name) for s in member_streams]
+                shape = (parts[0].shape[0], len(parts), *parts[0].shape[1:])
+                return torch.stack(parts, 1, out=self._layout(name, shape, parts[0].dtype))
+            batch = models.EnsembleBatch(*map(laid_out, ("log_counts", "class_onehot",
+                                                         "targets")))
         t = torch.arange(t0, t0 + chunk, dtype=torch.float32).unsqueeze(1)
         lr_qk = self.lr_qk * (self.ramp_start + self.ramp_slope * t)  # (K, E)
         # One object per step, made here at once (unbind: K views in one call).
@@ -179,6 +183,15 @@ class _Group:
                   (batch.log_counts, batch.class_onehot, batch.targets, batch.attention)]
         self.chunk = ([models.EnsembleBatch(*(None if f is None else f[j] for f in fields))
                        for j in range(chunk)], lr_qk.unbind(0))
+
+    def _layout(self, name: str, shape: tuple, dtype=torch.float32) -> torch.Tensor:
+        """A work tensor for this chunk's ``name``, the last chunk's when the shape is the
+        same: a fresh one of many MB per chunk costs page faults that cost more than the
+        copy into it."""
+        tensor = self._layouts.get(name)
+        if tensor is None or tensor.shape != shape or tensor.dtype != dtype:
+            tensor = self._layouts[name] = torch.empty(shape, dtype=dtype)
+        return tensor
 
     def step(self, k: int) -> torch.Tensor:
         """Step k of the loaded chunk; the members' probabilities of the correct token
