@@ -5,6 +5,7 @@ The build runs into a temporary folder (the real _build/ is left alone) with -W 
 unresolvable, proving that math renders and figures show without network access.
 """
 
+import json
 import re
 import shutil
 import subprocess
@@ -32,12 +33,8 @@ CHROMIUM_FLAGS = [
 
 
 @pytest.fixture(scope="module")
-def html(tmp_path_factory, run_tool):
-    out = tmp_path_factory.mktemp("book")
-    result = run_tool("jupyter-book", "build", REPO, "--path-output", out, "-W", "-n",
-                      "--keep-going", check=False)
-    assert result.returncode == 0, f"strict book build failed:\n{result.stdout[-5000:]}"
-    return out / "_build" / "html"
+def html(book_html):
+    return book_html
 
 
 class Loads(HTMLParser):
@@ -161,3 +158,149 @@ def test_a_malformed_record_is_named():
     assert rows == [["paper-fig4", "2 s", "abcdef0123"], ["make figures, from scratch", "1 s", ""]]
     with pytest.raises(KeyError):
         book.test_run_rows({"date": "d", "machine": "m"})
+
+
+# --- every figure: label, headline, downloads, regenerate command, provenance, citation ---
+
+def _page_of(html: Path, label: str) -> Path:
+    pages = [p for p in html.rglob("*.html") if re.search(
+        rf'<figure[^>]*id="{re.escape(label)}"', p.read_text())]
+    assert len(pages) == 1, f"figure {label} is shown on {len(pages)} pages, expected one"
+    return pages[0]
+
+
+def _info_block(text: str, label: str) -> str:
+    match = re.search(rf'<div class="qkov-figure-info[^"]*" id="{re.escape(label)}-info">'
+                      r'(.*?)</div>\s*(?=<(?:section|/section|div class="cell|p|h\d|figure))',
+                      text, re.S)
+    assert match, f"figure {label} has no info block"
+    return match.group(1)
+
+
+def test_every_registered_figure_has_the_same_block(html):
+    """Whatever figure the registry has, now or added later, the book shows it once with
+    its headline and the block: downloads that exist, commands, provenance, citation."""
+    from conftest import book_artifacts
+    from qkov import book
+
+    for label, figure in book.book_figures().items():
+        page = _page_of(html, label)
+        name = page.relative_to(html).as_posix()
+        text = page.read_text()
+        caption = re.search(rf'<figure[^>]*id="{label}".*?</figure>', text, re.S).group(0)
+        assert figure.headline.replace("'", "&#8217;") in caption.replace("’", "&#8217;"), \
+            f"{name}: the caption of {label} does not start with its id and paper figure"
+        assert re.search(r'<a class="qkov-full-size[^"]*" href="[^"]+\.svg"><img', caption), \
+            f"{name}: clicking figure {label} does not open its SVG"
+        block = _info_block(text, label)
+        links = dict((t, h) for h, t in re.findall(
+            r'<a class="reference download internal" download="" href="([^"]+)">'
+            r'<code[^>]*><span class="pre">([^<]+)</span>', block))
+        expected = [t for t, _ in figure.downloads(REPO)]
+        assert list(links) == expected, f"{name}: downloads of {label}: {list(links)}"
+        for text_, href in links.items():
+            target = (page.parent / href).resolve()
+            assert target.is_file() and target.stat().st_size > 0, \
+                f"{name}: download {text_} of {label} ({href}) is missing from the build"
+        summary = json.loads((book_artifacts() / figure.job.figure_id / "summary.json").read_text())
+        plain = re.sub(r"<[^>]+>", "", block).replace("&quot;", '"').replace("&#39;", "'")
+        assert book.papermill_command(figure, summary["parameters"]) in plain, name
+        assert f"snakemake --cores 2 {figure.job.rule}" in plain, name
+        assert f"commit {summary['provenance']['commit'][:12]}" in plain, name
+        assert f"wall time {summary['provenance']['wall_time_s']:.1f} s" in plain, name
+        assert "@inproceedings{vashisht26a" in plain, name
+        assert f"@misc{{qkov-{label}," in plain, name
+        assert f"{book.citation()['url']}{name}#{label}" in plain, \
+            f"{name}: the citation of {label} does not carry its anchor URL"
+
+
+def test_the_regenerate_command_gives_back_the_parameters():
+    import shlex
+
+    import yaml
+
+    from qkov import book
+
+    figure = book.book_figures()["paper-fig4"]
+    params = {"m": 5, "b": 50.0, "name": "a b", "ratios": [0.1, 1], "flag": True,
+              "seed": None, "artifacts_dir": None}
+    words = shlex.split(book.papermill_command(figure, params))
+    assert words[:3] == ["papermill", "notebooks/paper-fig4.ipynb", "paper-fig4-run.ipynb"]
+    given = {}
+    rest = words[3:]
+    while rest:
+        flag, *rest = rest
+        if flag == "-p":
+            key, value, *rest = rest
+            given[key] = yaml.safe_load(value) if key != "name" else value
+        else:
+            value, *rest = rest
+            given.update(yaml.safe_load(value))
+    assert given == {k: v for k, v in params.items() if k != "artifacts_dir"}
+
+
+def test_a_missing_data_file_fails_the_build_naming_the_page(tmp_path, run_tool):
+    from conftest import book_artifacts
+
+    root = tmp_path / "artifacts"
+    shutil.copytree(book_artifacts(), root)
+    (root / "paper-fig4" / "data.csv").unlink()
+    result = run_tool("jupyter-book", "build", REPO, "--path-output", tmp_path / "out",
+                      "-W", "-n", "--keep-going", check=False,
+                      env={"QKOV_ARTIFACTS": str(root)})
+    assert result.returncode != 0
+    log = result.stdout + result.stderr
+    assert re.search(r"notebooks/paper-fig4\.ipynb:\d*: WARNING: figure paper-fig4: \S*"
+                     r"paper-fig4/data\.csv is missing", log), log[-3000:]
+    assert re.search(r"book/gallery\.md:\d*: WARNING: figure paper-fig4: \S*"
+                     r"paper-fig4/data\.csv is missing", log), log[-3000:]
+
+
+def test_gallery_shows_every_figure(html):
+    from qkov import book
+
+    text = (html / "book" / "gallery.html").read_text()
+    for label, figure in book.book_figures().items():
+        entry = re.search(rf'id="gallery-{label}">(.*?)</div>\s*(?=<div class="qkov-gallery-item|</div>)',
+                          text, re.S)
+        assert entry, f"book/gallery.html has no entry for {label}"
+        entry = entry.group(1)
+        src = re.search(r'<img[^>]*src="([^"]+)"', entry).group(1)
+        assert (html / "book" / src).resolve().stat().st_size > 10_000, label
+        page = _page_of(html, label).relative_to(html).as_posix()
+        assert f'href="../{page}#{label}"' in entry, f"gallery entry {label} does not link it"
+        assert "qkov-gallery-caption" in entry and len(re.sub(r"<[^>]+>", "", entry)) > 100
+        assert entry.count('class="reference download internal"') == len(figure.downloads(REPO))
+
+
+def test_citation_page(html):
+    text = (html / "book" / "cite.html").read_text()
+    plain = re.sub(r"<[^>]+>", "", text)
+    assert "<hash>" not in plain and "&lt;hash&gt;" not in text
+    assert "@inproceedings{vashisht26a" in plain and "@misc{qkov," in plain
+    cff = re.search(r'href="([^"]*CITATION\.cff)"', text)
+    assert cff and (html / "book" / cff.group(1)).resolve().is_file(), "CITATION.cff not linked"
+
+
+def test_citation_file_is_valid_cff_1_2_0():
+    """CITATION.cff against the official CFF 1.2.0 JSON schema (tests/data, from the
+    cffconvert package: the network is not needed)."""
+    import jsonschema
+    import yaml
+
+    schema = json.loads((REPO / "tests" / "data" / "cff-schema-1.2.0.json").read_text())
+    cff = yaml.safe_load((REPO / "CITATION.cff").read_text())
+    jsonschema.validate(cff, schema)
+    assert cff["preferred-citation"]["title"].startswith("Faster Query-Key Learning")
+    broken = {**cff, "authors": [{"nickname": 3}]}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)
+
+
+def test_launch_buttons_and_repository_link(html):
+    text = (html / "notebooks" / "paper-fig4.html").read_text()
+    assert "mybinder.org/v2/gh/qkov-companion/qkov/main?urlpath=tree/notebooks/paper-fig4.ipynb" in text
+    assert "colab.research.google.com/github/qkov-companion/qkov/blob/main/notebooks/paper-fig4.ipynb" in text
+    assert 'href="https://github.com/qkov-companion/qkov"' in text
+    assert re.search(r'href="[^"]*_sources/notebooks/paper-fig4\.ipynb"', text), \
+        "the notebook cannot be downloaded"
