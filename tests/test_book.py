@@ -170,11 +170,15 @@ def _page_of(html: Path, label: str) -> Path:
 
 
 def _info_block(text: str, label: str) -> str:
-    match = re.search(rf'<div class="qkov-figure-info[^"]*" id="{re.escape(label)}-info">'
-                      r'(.*?)</div>\s*(?=<(?:section|/section|div class="cell|p|h\d|figure))',
-                      text, re.S)
-    assert match, f"figure {label} has no info block"
-    return match.group(1)
+    """The HTML of figure ``label``'s info block (its <div> and everything nested in it)."""
+    start = text.find(f'<div class="qkov-figure-info docutils container" id="{label}-info">')
+    assert start >= 0, f"figure {label} has no info block"
+    depth = 0
+    for tag in re.finditer(r"<(/?)div\b", text[start:]):
+        depth += -1 if tag.group(1) else 1
+        if depth == 0:
+            return text[start:start + tag.end()]
+    raise AssertionError(f"the info block of {label} is not closed")
 
 
 def test_every_registered_figure_has_the_same_block(html):
