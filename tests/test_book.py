@@ -308,3 +308,79 @@ def test_launch_buttons_and_repository_link(html):
     assert 'href="https://github.com/qkov-companion/qkov"' in text
     assert re.search(r'href="[^"]*_sources/notebooks/paper-fig4\.ipynb"', text), \
         "the notebook cannot be downloaded"
+
+
+# --- what a reader found in a real browser ------------------------------------------------
+
+def test_page_titles_carry_no_tex(html):
+    for page in html.rglob("*.html"):
+        if "_static" in page.parts:
+            continue
+        title = re.search(r"<title>(.*?)</title>", page.read_text(), re.S)
+        title = title.group(1) if title else ""  # (the root index.html only redirects)
+        assert not re.search(r"\\\(|\\\[|\$", title), f"{page.relative_to(html)}: title {title!r}"
+
+
+def test_every_displayed_equation_is_numbered_and_scrolls(html):
+    from qkov import book
+
+    for page in sorted((html / "book").glob("*.html")) + sorted((html / "notebooks").glob("*.html")):
+        text = page.read_text()
+        for block in re.findall(r'<div class="math notranslate nohighlight"[^>]*>(.*?)</div>', text, re.S):
+            assert 'class="eqno"' in block, f"{page.relative_to(html)}: an unnumbered equation"
+    css = (html / "_static" / book.CSS_FILE).read_text()
+    assert re.search(r'mjx-container\[display="true"\][^{]*\{[^}]*overflow-x: auto', css)
+    assert book.CSS_FILE in (html / "book" / "theory.html").read_text()
+
+
+def test_printed_tables_are_html_tables(html):
+    """Every table a notebook printed is shown as an HTML table, all of its columns."""
+    from qkov import book
+
+    for page in sorted((html / "notebooks").glob("*.html")):
+        text = page.read_text()
+        for pre in re.findall(r'<div class="output stream highlight-[^"]*"><div class="highlight"><pre>'
+                              r'(?:<span></span>)?(.*?)</pre>', text, re.S):
+            plain = re.sub(r"<[^>]+>", "", pre).replace("&gt;", ">").replace("&lt;", "<")
+            assert not any(book.parse_text_table(chunk) for chunk in re.split(r"\n\s*\n", plain)), \
+                f"{page.relative_to(html)}: a table is still shown as fixed-width text"
+    rescaling = (html / "notebooks" / "theory-rescaling.html").read_text()
+    table = re.search(r'<table class="qkov-printed-table.*?</table>', rescaling, re.S).group(0)
+    for column in ("measured_attention", "predicted_rank", "measured_rank"):
+        assert f"<p>{column}</p>" in table, column
+
+
+def test_parse_text_table():
+    from qkov import artifacts, book
+
+    rows = [{"panel": "FAFO ramped", "x": 1.0, "y": "0.5 ± 0.1"},
+            {"panel": "CACO", "x": 123456.0, "y": "12 ± 3"}]
+    text = artifacts.table_text(rows, ["panel", "x", "y"])
+    assert book.parse_text_table(text) == (
+        ["panel", "x", "y"], [["FAFO ramped", "1", "0.5 ± 0.1"], ["CACO", "1.235e+05", "12 ± 3"]])
+    assert book.parse_text_table("wrote figure.png, data.csv") is None
+    assert book.parse_text_table("FAFO < FACO\nCAFO < CACO") is None
+
+
+def test_reader_text_has_no_internal_targets(html):
+    for page in sorted(html.rglob("*.html")):
+        plain = re.sub(r"<[^>]+>", " ", page.read_text())
+        assert not re.search(r"target (?:is|of) \d+(?:\.\d+)?x|is not met", plain), \
+            f"{page.relative_to(html)} states an internal project target"
+
+
+def test_wide_figures_get_text_sized_for_the_page():
+    from matplotlib.text import Text
+
+    from qkov import plotting
+
+    with plotting.house_style():
+        fig = plotting.new_figure(figsize=(2 * plotting.DISPLAY_WIDTH_IN, 3))
+        ax = fig.subplots()
+        ax.set_title("t")
+        ax.text(0.5, 0.5, "cell", fontsize=8)
+    plotting.fit_text_to_page(fig)
+    plotting.fit_text_to_page(fig)  # once only
+    sizes = {t.get_text(): t.get_fontsize() for t in fig.findobj(Text)}
+    assert sizes["cell"] == 16 and sizes["t"] == 2 * plotting.HOUSE_STYLE["axes.titlesize"]
+    assert ax.get_xticklabels()[0].get_fontsize() == 2 * plotting.HOUSE_STYLE["xtick.labelsize"]
