@@ -72,6 +72,11 @@ class _Recorder(SimpleHTTPRequestHandler):
     do_GET = do_POST = do_HEAD = do_CONNECT = do_PUT = do_OPTIONS = _refuse
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # a browser closing a connection early is not the page's fault
+
+
 def _serve(server):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -83,10 +88,10 @@ class Site:
 
     def __init__(self, root: Path):
         self.root = root
-        self.book = ThreadingHTTPServer(("127.0.0.1", 0),
+        self.book = _Server(("127.0.0.1", 0),
                                         functools.partial(_BookHandler, directory=str(root)))
         self.book.served = []
-        self.proxy = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+        self.proxy = _Server(("127.0.0.1", 0), _Recorder)
         self.proxy.requests = []
         _serve(self.book), _serve(self.proxy)
 
