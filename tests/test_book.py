@@ -273,7 +273,7 @@ def test_gallery_shows_every_figure(html):
         assert (html / "book" / src).resolve().stat().st_size > 10_000, label
         page = _page_of(html, label).relative_to(html).as_posix()
         assert f'href="../{page}#{label}"' in entry, f"gallery entry {label} does not link it"
-        assert "qkov-gallery-caption" in entry and len(re.sub(r"<[^>]+>", "", entry)) > 100
+        assert "qkov-gallery-caption\">Companion Fig. " in entry and len(re.sub(r"<[^>]+>", "", entry)) > 100
         assert entry.count('class="reference download internal"') == len(figure.downloads(REPO))
 
 

@@ -472,6 +472,7 @@ class GalleryDirective(SphinxDirective):
     """``{qkov-gallery}``: every figure as a thumbnail with its label, caption and links."""
 
     def run(self):
+        self.env.__dict__.setdefault("qkov_gallery_docs", set()).add(self.env.docname)
         entries = []
         for figure in book_figures().values():
             entry = nodes.container(classes=["qkov-gallery-item"], ids=[f"gallery-{figure.label}"])
@@ -515,8 +516,12 @@ def _resolve_figure_links(app, doctree, docname) -> None:
         node.replace_self(nodes.reference("", "", *node.children, refuri=uri,
                                           internal=True))
     for node in list(doctree.findall(_FigureCaption)):
-        caption = store.get(node["label"], {}).get("caption", "")
-        node.replace_self(nodes.paragraph(text=caption, classes=["qkov-gallery-caption"]))
+        shown = store.get(node["label"], {})
+        number = app.env.toc_fignumbers.get(shown.get("docname"), {}).get(
+            "figure", {}).get(node["label"])
+        prefix = f"Companion Fig. {'.'.join(map(str, number))}: " if number else ""
+        node.replace_self(nodes.paragraph(text=prefix + shown.get("caption", ""),
+                                          classes=["qkov-gallery-caption"]))
     if app.builder.format != "html":
         return
     figures = book_figures()
@@ -535,6 +540,11 @@ def _resolve_figure_links(app, doctree, docname) -> None:
                 image.replace_self(link)
                 link += image
                 break
+
+
+def _gallery_outdated(app, env, added, changed, removed) -> list[str]:
+    """A gallery shows other pages' captions: re-read it whenever a page changes."""
+    return sorted(getattr(env, "qkov_gallery_docs", set())) if added | changed | removed else []
 
 
 def _purge_figures(app, env, docname) -> None:
@@ -590,6 +600,7 @@ def setup(app):
     app.connect("config-inited", _use_local_mathjax, priority=900)
     app.connect("doctree-resolved", _resolve_figure_links)
     app.connect("env-purge-doc", _purge_figures)
+    app.connect("env-get-outdated", _gallery_outdated)
     app.connect("env-merge-info", _merge_figures)
     app.connect("build-finished", _copy_mathjax)
     app.connect("build-finished", _write_css)
