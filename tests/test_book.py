@@ -243,13 +243,27 @@ def test_the_regenerate_command_gives_back_the_parameters():
     assert given == {k: v for k, v in params.items() if k != "artifacts_dir"}
 
 
-def test_a_missing_data_file_fails_the_build_naming_the_page(tmp_path, run_tool):
+def test_a_missing_data_file_or_broken_reference_fails_the_build_naming_the_page(
+        tmp_path, run_tool):
+    """On a copy of the book's sources and of the figures' files: one data file removed and
+    one cross-reference broken; the strict build fails and names both pages."""
     from conftest import book_artifacts
 
     root = tmp_path / "artifacts"
     shutil.copytree(book_artifacts(), root)
     (root / "paper-fig4" / "data.csv").unlink()
-    result = run_tool("jupyter-book", "build", REPO, "--path-output", tmp_path / "out",
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("_config.yml", "_toc.yml", "CITATION.cff"):
+        shutil.copy(REPO / name, source / name)
+    shutil.copytree(REPO / "book", source / "book")
+    shutil.copytree(REPO / "notebooks", source / "notebooks",
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    chapter = source / "book" / "theory.md"
+    assert "{numref}`theory-reduction`" in chapter.read_text()
+    chapter.write_text(chapter.read_text().replace("{numref}`theory-reduction`",
+                                                   "{numref}`theory-reductoin`", 1))
+    result = run_tool("jupyter-book", "build", source, "--path-output", tmp_path / "out",
                       "-W", "-n", "--keep-going", check=False,
                       env={"QKOV_ARTIFACTS": str(root)})
     assert result.returncode != 0
@@ -258,6 +272,7 @@ def test_a_missing_data_file_fails_the_build_naming_the_page(tmp_path, run_tool)
                      r"paper-fig4/data\.csv is missing", log), log[-3000:]
     assert re.search(r"book/gallery\.md:\d*: WARNING: figure paper-fig4: \S*"
                      r"paper-fig4/data\.csv is missing", log), log[-3000:]
+    assert re.search(r"book/theory\.md:\d+: WARNING: .*theory-reductoin", log), log[-3000:]
 
 
 def test_gallery_shows_every_figure(html):
