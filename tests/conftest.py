@@ -50,3 +50,38 @@ def run_tool():
         return result
 
     return run
+
+
+# The book tests build the book from the figures' files: they run last, after nbval has
+# re-executed every notebook into $QKOV_ARTIFACTS (so CI, in a fresh clone, has them).
+BOOK_TESTS = ("test_book.py", "test_browser.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    items.sort(key=lambda item: Path(str(item.fspath)).name in BOOK_TESTS)  # stable
+
+
+def book_artifacts() -> Path:
+    """The figures' files the book is built from: this session's $QKOV_ARTIFACTS if nbval
+    wrote every figure there (``make test``), else the pipeline's artifacts/ (``make
+    figures``; when the book tests run alone)."""
+    from qkov.pipeline import FIGURE_IDS
+
+    roots = [Path(os.environ[ARTIFACTS_ENV]), REPO / "artifacts"]
+    for root in roots:
+        if all((root / figure_id / "summary.json").is_file() for figure_id in FIGURE_IDS):
+            return root
+    pytest.fail(f"no folder holds every figure's files ({', '.join(map(str, roots))}): "
+                "run the book tests with nbval over notebooks/ (`make test`) or after "
+                "`make figures`")
+
+
+@pytest.fixture(scope="session")
+def book_html(tmp_path_factory, run_tool):
+    """A strict build (-W -n --keep-going: any warning fails) into a temporary folder."""
+    out = tmp_path_factory.mktemp("book")
+    root = book_artifacts()
+    result = run_tool("jupyter-book", "build", REPO, "--path-output", out, "-W", "-n",
+                      "--keep-going", check=False, env={ARTIFACTS_ENV: str(root)})
+    assert result.returncode == 0, f"strict book build failed:\n{result.stdout[-5000:]}"
+    return out / "_build" / "html"

@@ -49,7 +49,8 @@ LAYERS = (
     ("theory.stylized", "synthetic.models"),  # full-matrix model of the theory; task models
     ("synthetic.train", "synthetic.metrics"),  # training ensembles; measuring trained models
     ("figures", "figures.*"),  # one module per figure: its parameters and computations
-    ("book", "pipeline"),  # the book's Sphinx extension, the figure registry, running notebooks
+    ("pipeline",),  # the figure registry, running notebooks
+    ("book",),  # the book's Sphinx extension: it reads the registry
 )
 
 

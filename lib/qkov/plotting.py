@@ -41,6 +41,11 @@ HOUSE_STYLE = {
     "pdf.fonttype": 42,
 }
 
+# The book shows a figure about 768 px wide whatever its size in inches: a wider figure's
+# text is scaled up so that it reads at that width as the house sizes read on a figure
+# DISPLAY_WIDTH_IN wide (9-point tick labels then show at about 10 px, not 5).
+DISPLAY_WIDTH_IN = 8.5
+
 FORMATS = ("png", "pdf", "svg")
 # No creation dates in the files, so a re-run with equal results writes equal bytes.
 _METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "ModDate": None},
@@ -56,11 +61,31 @@ class NotebookFigure(Figure):
     """
 
     def _repr_png_(self) -> bytes:
+        fit_text_to_page(self)
         buffer = io.BytesIO()
         with house_style():
             self.savefig(buffer, format="png", bbox_inches="tight", dpi=HOUSE_STYLE["figure.dpi"],
                          metadata=_METADATA["png"])
         return buffer.getvalue()
+
+
+def fit_text_to_page(fig) -> None:
+    """Scale every text of ``fig`` (titles, labels, tick labels, legends, annotations) by
+    width / DISPLAY_WIDTH_IN when the figure is wider, once (the display and the saved files
+    share it)."""
+    factor = fig.get_figwidth() / DISPLAY_WIDTH_IN
+    if getattr(fig, "_qkov_text_fitted", False) or factor <= 1:
+        return
+    fig._qkov_text_fitted = True
+    from matplotlib.text import Text
+
+    ticks = [(ax, axis, labels[0].get_fontsize()) for ax in fig.axes
+             for axis, labels in (("x", ax.get_xticklabels()), ("y", ax.get_yticklabels()))
+             if labels]
+    for text in fig.findobj(Text):
+        text.set_fontsize(text.get_fontsize() * factor)
+    for ax, axis, size in ticks:  # tick labels are re-made at draw time from these
+        ax.tick_params(axis=axis, labelsize=size * factor)
 
 
 def new_figure(**kwargs) -> NotebookFigure:
@@ -77,6 +102,7 @@ def house_style():
 def save_figure(fig, folder: Path, stem: str = "figure") -> list[Path]:
     """Save ``fig`` as ``stem.png``, ``.pdf`` and ``.svg`` in ``folder``, each atomically."""
     paths = []
+    fit_text_to_page(fig)
     with house_style():
         for fmt in FORMATS:
             buffer = io.BytesIO()

@@ -22,7 +22,7 @@ from ..synthetic import metrics, models
 from ..synthetic.models import ModelSpec
 from ..synthetic.train import RunConfig
 from ..synthetic.train import train as train_runs
-from ..plotting import house_style, new_figure
+from ..plotting import HOUSE_STYLE, house_style, new_figure
 
 SEEDS = (1234, 1235, 1236, 1237, 1238)
 EARLY_STOP_LOSS = 1e-3
@@ -372,10 +372,9 @@ def plot_heatmaps(summaries, statistic: str = "mean"):
             ax.set_xticks(edges)
             ax.set_yticks(edges)
             ax.grid(False)
-        for ax in axes[1]:
-            ax.set_xlabel("attention on distinct tokens")
-        for ax in axes[:, 0]:
-            ax.set_ylabel("P(correct token)")
+        # One label per axis for the whole grid: per-panel labels collide at the book's width.
+        fig.supxlabel("attention on distinct tokens", fontsize=HOUSE_STYLE["axes.labelsize"])
+        fig.supylabel("P(correct token)", fontsize=HOUSE_STYLE["axes.labelsize"])
         label = "% of sequences (mean over seeds)" if statistic == "mean" else \
             "std over seeds (percentage points)"
         fig.colorbar(image, ax=axes, shrink=0.8, label=label)

@@ -95,7 +95,7 @@ def plot(trajectories, thresholds, samples: int = 400):
                   r"(d) attention mass $\alpha(t)$"]
         for ax, title in zip(top, titles):
             ax.set_xscale("log")
-            ax.set_xlabel(r"normalised time $\min(\eta_{OV}, \eta_{QK})\, t$")
+            ax.set_xlabel(r"time $\min(\eta_{OV}, \eta_{QK})\, t$")  # short: four panels a row
             ax.set_title(title)
         top[2].set_yscale("log")
         top[3].set_ylim(0, 1.02)

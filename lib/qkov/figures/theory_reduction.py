@@ -144,7 +144,7 @@ def plot(curves):
                     ax.plot(*curve_points(curves, key, r=r, source=source), color=color, **style)
         for ax, (key, label), letter in zip(axes, QUANTITIES, "abcd"):
             ax.set_xscale("log")
-            ax.set_xlabel(r"normalised time $\min(\eta_{OV}, \eta_{QK})\, t$")
+            ax.set_xlabel(r"time $\min(\eta_{OV}, \eta_{QK})\, t$")  # short: four panels a row
             ax.set_title(f"({letter}) {label}")
         axes[2].set_yscale("log")
         axes[3].set_ylim(0, 1.02)

@@ -211,14 +211,14 @@ def plot(trajectories, rows, curves):
                          label=name)
         axes[0].set_xscale("log")
         axes[0].set_yscale("log")
-        axes[0].set_xlabel(r"normalised time $\min(\eta_{OV}, \eta_{QK})\, t$")
+        axes[0].set_xlabel(r"time $\min(\eta_{OV}, \eta_{QK})\, t$")
         axes[0].set_title(r"(a) effective ratio $r_{\mathrm{eff}}(t)$")
         axes[0].legend(fontsize=8)
         axes[1].set_xscale("log")
         axes[1].invert_xaxis()
         axes[1].set_ylim(0, 1.02)
         axes[1].set_xlabel("loss threshold")
-        axes[1].set_title(r"(b) reduced model: $\alpha$ when the loss first reaches it")
+        axes[1].set_title(r"(b) $\alpha$ at each loss threshold")
 
         names = [row["parameterization"] for row in rows]
         x = np.arange(len(names))
@@ -232,7 +232,7 @@ def plot(trajectories, rows, curves):
         axes[2].set_xticks(x, names)
         axes[2].set_ylim(0, 1.32)  # room for the legend above the bars
         axes[2].set_yticks(np.linspace(0, 1, 6))
-        axes[2].set_title("(c) sharpness at equal loss: prediction, Fig. 2 training")
+        axes[2].set_title(r"(c) $\alpha$ at equal loss")  # short: three panels a row
         axes[2].set_ylabel("attention on relevant tokens")
         axes[2].legend(fontsize=8, loc="upper left")
     return fig

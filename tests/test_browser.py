@@ -1,0 +1,356 @@
+"""The built book as a reader's browser sees it: Debian's headless Chromium (nothing
+downloads a browser) opens every page from a local HTTP server that the tests start and
+stop, with every other host sent to a recording proxy that answers nothing.
+
+Checked on every page: no request leaves localhost, every image the page shows was served,
+math is typeset (no raw ``\\(``, ``\\[`` or ``$$`` left), and, from the HTML, every internal
+link and download link resolves. A screenshot of each figure page is saved under
+``_build/screenshots/``. The negative tests break a copy of the built book (a removed data
+file, a broken cross-reference, a CDN script) and check that the failure names the page.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shutil
+import subprocess
+import threading
+from html.parser import HTMLParser
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from conftest import REPO
+
+SCREENSHOTS = REPO / "_build" / "screenshots"
+SKIPPED = ("genindex.html", "search.html")  # Sphinx's index and search pages: no content
+# Chromium itself calls these (sign-in, component updates, network time) whatever the page,
+# even with background networking disabled; no page of the book names them.
+CHROMIUM_SERVICES = {"accounts.google.com", "update.googleapis.com", "clients2.google.com",
+                     "clientservices.googleapis.com", "optimizationguide-pa.googleapis.com",
+                     "safebrowsing.googleapis.com", "content-autofill.googleapis.com"}
+
+
+def _host(request: str) -> str:
+    """The host of a request line the proxy saw: "CONNECT h:443" or "GET http://h/..."."""
+    target = request.split(" ", 1)[1]
+    return (urlsplit(target).hostname if "://" in target else target.rsplit(":", 1)[0]) or ""
+
+
+def chromium() -> str:
+    path = shutil.which("chromium")
+    if path is None:
+        pytest.fail("Debian's chromium is needed for the browser checks: "
+                    "apt-get install chromium (`make test` installs it when run as root)")
+    return path
+
+
+# --- a local server for the book, and a proxy that records what went elsewhere -----------
+
+class _BookHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def send_response(self, code, message=None):
+        self.server.served.append((unquote(urlsplit(self.path).path), code))
+        super().send_response(code, message)
+
+
+class _Recorder(SimpleHTTPRequestHandler):
+    """Every request that reaches it was meant for another host: record it, refuse it."""
+
+    def log_message(self, *args):
+        pass
+
+    def _refuse(self):
+        self.server.requests.append(f"{self.command} {self.path}")
+        self.send_error(403, "the book must not load anything from another host")
+
+    do_GET = do_POST = do_HEAD = do_CONNECT = do_PUT = do_OPTIONS = _refuse
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # a browser closing a connection early is not the page's fault
+
+
+def _serve(server):
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return thread
+
+
+class Site:
+    """The built book served on 127.0.0.1 and the recording proxy, started and stopped."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.book = _Server(("127.0.0.1", 0),
+                                        functools.partial(_BookHandler, directory=str(root)))
+        self.book.served = []
+        self.proxy = _Server(("127.0.0.1", 0), _Recorder)
+        self.proxy.requests = []
+        _serve(self.book), _serve(self.proxy)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.book.server_address[1]}/"
+
+    def close(self):
+        for server in (self.book, self.proxy):
+            server.shutdown()
+            server.server_close()
+
+    def open(self, page: str, profile: Path, *extra: str) -> str:
+        """The page's DOM after its scripts ran; what it requested is in served/requests."""
+        self.book.served.clear()
+        self.proxy.requests.clear()
+        result = subprocess.run(
+            [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", "--disable-extensions", "--disable-quic",
+             "--disable-domain-reliability", "--no-pings", "--disable-breakpad",
+             "--disable-client-side-phishing-detection", "--disable-default-apps",
+             "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,"
+             "MediaRouter,AutofillServerCommunication,SigninInterceptBubble,"
+             "ChromeWhatsNewUI,Translate",
+             f"--proxy-server=http://127.0.0.1:{self.proxy.server_address[1]}",
+             "--virtual-time-budget=15000", f"--user-data-dir={profile}", *extra,
+             self.url + page],
+            capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, f"{page}: chromium failed: {result.stderr[-2000:]}"
+        return result.stdout
+
+
+@pytest.fixture(scope="module")
+def site(book_html):
+    served = Site(book_html)
+    yield served
+    served.close()
+
+
+def pages(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.html")
+                  if "_static" not in p.parts and p.name not in SKIPPED
+                  and not p.relative_to(root).as_posix().startswith("_"))
+
+
+# --- what a rendered page must show ---------------------------------------------------------
+
+class _Text(HTMLParser):
+    """The text a reader sees, outside code, scripts and typeset math."""
+
+    HIDDEN = {"script", "style", "pre", "code", "mjx-container", "textarea", "title"}
+
+    def __init__(self):
+        super().__init__()
+        self.depth, self.figures, self.parts, self.images = 0, 0, [], []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.HIDDEN:
+            self.depth += 1
+        if tag == "figure":
+            self.figures += 1
+        if tag == "img":
+            self.images.append((dict(attrs).get("src", ""), self.figures > 0))
+
+    def handle_endtag(self, tag):
+        if tag in self.HIDDEN and self.depth:
+            self.depth -= 1
+        if tag == "figure" and self.figures:
+            self.figures -= 1
+
+    def handle_data(self, data):
+        if not self.depth:
+            self.parts.append(data)
+
+
+def rendered_problems(page: str, dom: str, site: Site) -> list[str]:
+    problems = [f"{page} requested {r} from another host" for r in site.proxy.requests
+                if _host(r) not in CHROMIUM_SERVICES]
+    reader = _Text()
+    reader.feed(dom)
+    text = "".join(reader.parts)
+    for raw in (r"\(", r"\[", "$$"):
+        if raw in text:
+            at = text.index(raw)
+            problems.append(f"{page}: raw TeX {raw!r} left: ...{text[max(at - 60, 0):at + 60]!r}")
+    if '<g data-mml-node="merror"' in dom:
+        problems.append(f"{page}: MathJax reported a TeX error")
+    served = {path: code for path, code in site.book.served}
+    base = "/" + page
+    for src, in_figure in reader.images:
+        if src.startswith("data:"):
+            continue
+        path = unquote(urlsplit(src).path) if "://" in src else \
+            str(Path(base).parent.joinpath(src)).split("?")[0]
+        while "/../" in path:
+            path = re.sub(r"/[^/]+/\.\./", "/", path, count=1)
+        status = served.get(path)
+        if status == 200:
+            continue
+        if status is None and not in_figure and (site.root / path.lstrip("/")).is_file():
+            continue  # an icon in a closed menu: the browser did not need it yet
+        problems.append(f"{page}: image {src} did not load ({status or 'not requested'})")
+    return problems
+
+
+# --- links and hosts, from the built HTML ---------------------------------------------------
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids, self.hrefs, self.loads = set(), [], []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("id"):
+            self.ids.add(attrs["id"])
+        if tag == "a" and attrs.get("href"):
+            self.hrefs.append(attrs["href"])
+        if tag in ("script", "img", "iframe", "source", "audio", "video", "embed") and attrs.get("src"):
+            self.loads.append(attrs["src"])
+        if tag == "link" and attrs.get("href") and "canonical" not in (attrs.get("rel") or ""):
+            self.loads.append(attrs["href"])
+
+
+REMOTE = re.compile(r"^(?:https?:)?//", re.I)
+
+
+def link_problems(root: Path) -> list[str]:
+    """Every internal link and download link of every page resolves (file and anchor)."""
+    parsed = {}
+
+    def parse(path: Path) -> _Links:
+        if path not in parsed:
+            parser = _Links()
+            parser.feed(path.read_text(errors="replace"))
+            parsed[path] = parser
+        return parsed[path]
+
+    problems = []
+    for page in pages(root):
+        path = root / page
+        for href in parse(path).hrefs:
+            if REMOTE.match(href) or href.startswith(("mailto:", "javascript:")):
+                continue
+            target, _, anchor = href.partition("#")
+            file = (path.parent / unquote(target.split("?")[0])).resolve() if target else path
+            if file.is_dir():
+                file = file / "index.html"
+            if not file.is_file():
+                problems.append(f"{page}: link {href} points to a missing file")
+            elif anchor and file.suffix == ".html" and unquote(anchor) not in parse(file).ids:
+                problems.append(f"{page}: link {href} points to a missing anchor")
+            elif file.stat().st_size == 0:
+                problems.append(f"{page}: link {href} points to an empty file")
+    return problems
+
+
+def remote_problems(root: Path) -> list[str]:
+    """Nothing in the HTML or CSS loads from another host (links to other sites are fine)."""
+    problems = []
+    for page in pages(root) + [p.relative_to(root).as_posix() for p in root.rglob("*.html")
+                               if p.name in SKIPPED]:
+        parser = _Links()
+        parser.feed((root / page).read_text(errors="replace"))
+        problems += [f"{page} loads {url} from another host"
+                     for url in parser.loads if REMOTE.match(url)]
+    for css in root.rglob("*.css"):
+        for url in re.findall(r"""(?:url\(\s*['"]?|@import\s+['"])((?:https?:)?//[^'")\s]+)""",
+                              css.read_text(errors="replace")):
+            problems.append(f"{css.relative_to(root).as_posix()} loads {url} from another host")
+    return problems
+
+
+# --- the checks on the real build -----------------------------------------------------------
+
+def test_every_page_renders_offline(site, tmp_path):
+    all_pages = pages(site.root)
+    assert len(all_pages) >= 10
+    problems = []
+    for page in all_pages:
+        problems += rendered_problems(page, site.open(page, tmp_path / "profile", "--dump-dom"),
+                                      site)
+    assert not problems, "\n".join(problems)
+
+
+def test_math_is_typeset(site, tmp_path):
+    dom = site.open("book/paper-fig4.html", tmp_path / "profile", "--dump-dom")
+    expected = len(re.findall(r'class="math[ "]', (site.root / "book/paper-fig4.html").read_text()))
+    assert expected >= 10
+    assert len(re.findall(r'<mjx-container[^>]*jax="SVG"', dom)) >= expected
+
+
+def test_links_resolve(book_html):
+    problems = link_problems(book_html)
+    assert not problems, "\n".join(problems)
+
+
+def test_nothing_is_loaded_from_other_hosts(book_html):
+    problems = remote_problems(book_html)
+    assert not problems, "\n".join(problems)
+
+
+def test_screenshots_of_the_figure_pages(site, tmp_path):
+    """Each page that shows a figure, at a desktop and a phone width, tall enough to hold
+    its figures (a page scrolled to an anchor renders blank in headless screenshots)."""
+    from qkov import book
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    figure_pages = sorted({p.relative_to(site.root).as_posix()
+                           for label in book.book_figures() for p in site.root.rglob("*.html")
+                           if re.search(rf'<figure[^>]*id="{label}"', p.read_text())})
+    assert figure_pages
+    for page in figure_pages:
+        for width, height in ((1280, 8000), (420, 14000)):
+            shot = SCREENSHOTS / f"{Path(page).stem}-{width}px.png"
+            site.open(page, tmp_path / "profile", f"--window-size={width},{height}",
+                      f"--screenshot={shot}")
+            assert shot.is_file() and shot.stat().st_size > 50_000, f"{page}: no screenshot"
+
+
+# --- the checks catch what they are for (on a copy of the build) ----------------------------
+
+@pytest.fixture
+def broken(book_html, tmp_path):
+    copy = tmp_path / "html"
+    shutil.copytree(book_html, copy)
+    return copy
+
+
+def test_a_removed_data_file_is_named(broken):
+    text = (broken / "notebooks" / "paper-fig4.html").read_text()
+    href = re.search(r'href="\.\./(_downloads/[^"]+/data\.csv)"', text).group(1)
+    (broken / href).unlink()
+    problems = link_problems(broken)
+    assert any(p.startswith("notebooks/paper-fig4.html: link ") and "data.csv" in p
+               for p in problems), problems
+
+
+def test_a_broken_cross_reference_is_named(broken):
+    page = broken / "book" / "paper-fig4.html"
+    text = page.read_text()
+    assert "#paper-fig4" in text
+    page.write_text(text.replace("paper-fig4.html#paper-fig4", "paper-fig4.html#no-such-figure"))
+    problems = link_problems(broken)
+    assert any(p.startswith("book/paper-fig4.html: link ") and "no-such-figure" in p
+               for p in problems), problems
+
+
+def test_a_cdn_url_is_named(broken, tmp_path):
+    page = broken / "book" / "theory.html"
+    cdn = "https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-svg.js"
+    page.write_text(page.read_text().replace("</head>", f'<script src="{cdn}"></script></head>'))
+    assert f"book/theory.html loads {cdn} from another host" in remote_problems(broken)
+    site = Site(broken)
+    try:
+        dom = site.open("book/theory.html", tmp_path / "profile", "--dump-dom")
+        problems = rendered_problems("book/theory.html", dom, site)
+    finally:
+        site.close()
+    assert any(p.startswith("book/theory.html requested") and "cdn.jsdelivr.net" in p
+               for p in problems), problems
