@@ -50,6 +50,7 @@ LAYERS = (
     ("synthetic.train", "synthetic.metrics"),  # training ensembles; measuring trained models
     ("figures", "figures.*"),  # one module per figure: its parameters and computations
     ("book", "pipeline"),  # the book's Sphinx extension, the figure registry, running notebooks
+    ("sweeps",),  # many runs of one figure notebook, declared in sweeps/*.yaml
 )
 
 
