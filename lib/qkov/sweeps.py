@@ -73,7 +73,7 @@ def _text(value: Any) -> str:
     """A parameter value as it appears in a set id: 0.1, 10, a-b for lists."""
     if isinstance(value, (list, tuple)):
         return "-".join(_text(v) for v in value)
-    if isinstance(value, float):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
         return f"{value:g}"
     return re.sub(r"[^A-Za-z0-9._]+", "-", str(value)).strip("-") or "x"
 
@@ -382,7 +382,8 @@ def gather_rows(sweep: Sweep, root: str | Path = ".") -> list[dict]:
             for name, value in s.own.items():
                 front[f"param.{name}" if name in row or name == "set" else name] = _cell(value)
             rows.append({**front, **{k: _cell(v) for k, v in row.items()}})
-    return rows
+    columns = list(dict.fromkeys(k for row in rows for k in row))  # sets may vary different
+    return [{c: row.get(c, "") for c in columns} for row in rows]  # parameters: one header
 
 
 def _number(value: Any) -> float:
@@ -401,7 +402,7 @@ def plot(sweep: Sweep, rows: list[dict]):
     from .plotting import house_style, new_figure
 
     spec = sweep.plot
-    columns = list(dict.fromkeys(k for row in rows for k in row))
+    columns = list(rows[0])
     for key in [spec["x"], *spec["y"], *spec["where"]] + ([spec["group"]] if spec["group"] else []):
         if key not in columns:
             raise SweepError(f"{sweep.path}: plot column {key!r} is not in results.csv; its "
@@ -444,8 +445,7 @@ def gather(sweep: Sweep, root: str | Path = ".") -> list[Path]:
     rows = gather_rows(sweep, root)
     folder = Path(root) / sweep.folder
     fig = plot(sweep, rows)
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    write_table(folder / "results.csv", [{c: row.get(c, "") for c in columns} for row in rows])
+    write_table(folder / "results.csv", rows)
     return [folder / "results.csv", *save_figure(fig, folder)]
 
 
