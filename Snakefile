@@ -55,6 +55,12 @@ for job in pipeline.FIGURE_JOBS:
 
 from qkov import sweeps
 
+# The commands are constants: a job run by a cluster evaluates its rule's shell command again,
+# after this loop, so the command must not name the loop's variable (only params do).
+RUN_SET = (f"{sys.executable} -m qkov.sweeps run {{params.sweep_file}} {{wildcards.set}}"
+           " > {log} 2>&1")
+GATHER = f"{sys.executable} -m qkov.sweeps gather {{params.sweep_file}} > {{log}} 2>&1"
+
 SWEEPS = sweeps.load_all(config.get("sweeps_dir", f"{workflow.basedir}/{sweeps.SWEEPS_DIR}"))
 
 for sweep in SWEEPS:
@@ -68,6 +74,7 @@ for sweep in SWEEPS:
         output:
             sweep.set_outputs("{set}"),
         params:
+            sweep_file=str(sweep.path),
             values=lambda wildcards, sweep=sweep: sweep.get(wildcards.set).values,
         log:
             sweep.log("{set}"),
@@ -77,7 +84,7 @@ for sweep in SWEEPS:
         resources:
             **sweep.resources,
         shell:
-            f"{sys.executable} -m qkov.sweeps run {sweep.path} {{wildcards.set}} > {{log}} 2>&1"
+            RUN_SET
 
     rule:
         name:
@@ -87,13 +94,14 @@ for sweep in SWEEPS:
         output:
             sweep.gathered,
         params:  # editing the sets or the plot in the sweep file gathers again
+            sweep_file=str(sweep.path),
             sets=[s.id for s in sweep.sets],
             plot=sweep.plot,
         log:
             f"{sweeps.LOG_DIR}/{sweep.name}/gather.log",
         threads: 1
         shell:
-            f"{sys.executable} -m qkov.sweeps gather {sweep.path} > {{log}} 2>&1"
+            GATHER
 
 
 onerror:
