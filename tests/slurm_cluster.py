@@ -2,7 +2,7 @@
 started in the background with their state, sockets and logs in one temporary folder and
 stopped by PID.
 
-Why each setting (see also ../shared notes of the project): job steps read the default
+Why each setting: job steps read the default
 ``/etc/slurm/slurm.conf`` (so it is a link to the generated file while the cluster runs);
 ``EnforcePartLimits=ALL`` makes sbatch reject a job that asks for more than the node has
 instead of leaving it pending forever; ``MinJobAge=300`` keeps finished jobs visible to
@@ -183,6 +183,10 @@ class Cluster:
     def stop(self) -> None:
         """Stop every daemon this cluster started (by PID: slurmd, slurmctld, munged) and
         remove the /etc/slurm/slurm.conf link; the folder goes with the test's tmp_path."""
+        if any(name == "slurmctld" and proc.poll() is None for name, proc in self.procs):
+            # Jobs a failed test left running (this controller's only), before the daemons go.
+            subprocess.run(["scancel", "--partition", PARTITION], env=self.env,
+                           capture_output=True, timeout=30)
         if self._linked and SLURM_CONF.is_symlink() and SLURM_CONF.resolve() == self.conf:
             SLURM_CONF.unlink()
         for name, proc in reversed(self.procs):

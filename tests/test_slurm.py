@@ -112,7 +112,7 @@ def test_the_small_sweep_on_slurm_survives_a_lost_job_and_equals_a_local_run(clu
     assert jobs[lost] == [(lost_job, "CANCELLED")], jobs
     # The report names the lost set, its parameters and logs (the run's, SLURM's with job id).
     assert re.search(rf"sweep fig4-small .*: 2 done, 1 failed", err), err[-3000:]
-    assert f"failed  {lost}  " in err
+    assert f"failed     {lost}  " in err and "CANCELLED" in err
     slurm_log = f".snakemake/slurm_logs/rule_{sweep.set_rule}/{lost}/{lost_job}.log"
     assert f"log:   {slurm_log}" in err and (work / slurm_log).is_file(), err[-3000:]
     assert f"log:   {sweep.log(lost)}" in err

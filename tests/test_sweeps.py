@@ -47,6 +47,7 @@ def test_the_project_sweeps_are_valid():
     seeds = found["fig2-seeds"]
     assert len(seeds.sets) == 20 and len({s.values["seeds"][0] for s in seeds.sets}) == 20
     assert [s.values["ratios"] for s in found["theory-ratio-sweep"].sets][:2] == [[0.01], [0.03]]
+    assert len(found["theory-ratio-sweep"].sets) == 9
 
 
 def test_a_grid_is_every_combination_with_readable_ids(tmp_path):
@@ -134,7 +135,7 @@ def test_a_failed_set_is_reported_nothing_is_gathered_and_a_rerun_resumes(run_to
     log = "artifacts/logs/sweeps/fails/bad.log"
     report = first.stderr
     assert re.search(r"sweep fails .*: 1 done, 1 failed", report), report[-3000:]
-    assert 'failed  bad  {"eta_ov": 1e+300}' in report
+    assert 'failed     bad  {"eta_ov": 1e+300}' in report
     assert "error: RuntimeError: reduced ODE (CACO, eta_ov=1e+300" in report
     assert f"log:   {log}" in report and (work / log).is_file()
     # No gathered table or figure from the one good set; the good set is kept.
@@ -143,7 +144,7 @@ def test_a_failed_set_is_reported_nothing_is_gathered_and_a_rerun_resumes(run_to
     assert (good / "notebook.ipynb").is_file() and (good / "figure.png").is_file()
     assert not (work / "artifacts/sweeps/fails/bad/notebook.ipynb").exists()
     status = run_tool("python", "-m", "qkov.sweeps", "status", path, "--root", work, check=False)
-    assert status.returncode == 1 and "failed  bad" in status.stdout
+    assert status.returncode == 1 and "failed     bad" in status.stdout
     refused = run_tool("python", "-m", "qkov.sweeps", "gather", path, "--root", work, check=False)
     assert refused.returncode == 2 and "not gathering a partial sweep" in refused.stderr
 
@@ -169,7 +170,7 @@ def test_a_failed_set_is_reported_nothing_is_gathered_and_a_rerun_resumes(run_to
     for name in sweep.gathered:
         os.remove(work / name)
     refused = run_tool("python", "-m", "qkov.sweeps", "gather", path, "--root", work, check=False)
-    assert refused.returncode == 2 and "failed  good" in refused.stderr
+    assert refused.returncode == 2 and "incomplete good" in refused.stderr
     plan = run_tool("snakemake", "sweep_fails", "-s", REPO / "Snakefile", "-d", work, "-n",
                     "--config", f"sweeps_dir={sweep_dir}", cwd=work)
     assert re.findall(r"wildcards: set=(\S+)", plan.stdout + plan.stderr) == ["good"]

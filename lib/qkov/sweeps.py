@@ -293,16 +293,19 @@ def _expected(sweep: Sweep, s: ParameterSet) -> dict:
 @dataclass(frozen=True)
 class SetState:
     set: ParameterSet
-    state: str  # done, stale (other parameters), failed (log ends in an error), missing
+    state: str  # done; stale (run with other parameters); failed (a log reports an error);
+    #             incomplete (started, not finished: running, or killed without a word); missing
     log: str | None
     slurm_logs: tuple[str, ...]
     error: str = ""
 
 
 def _last_error(log: Path) -> str:
-    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
-    errors = [line for line in lines if re.search(r"(Error|Exception)\b", line)]
-    return (errors or lines or [""])[-1][:300]
+    """The last line of a log that reports an error (a Python exception, SLURM's cancel)."""
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines()]
+    errors = [line for line in lines
+              if re.search(r"(Error|Exception)\b|\berror:|CANCELLED|TIME LIMIT|NODE_FAIL", line)]
+    return errors[-1][:300] if errors else ""
 
 
 def states(sweep: Sweep, root: str | Path = ".") -> list[SetState]:
@@ -324,10 +327,10 @@ def states(sweep: Sweep, root: str | Path = ".") -> list[SetState]:
                 recorded = None
             state = "done" if recorded == _expected(sweep, s) else "stale"
         elif log.is_file() or slurm:
-            state = "failed"
             error = _last_error(log) if log.is_file() else ""
             if not error and slurm:
                 error = _last_error(root / slurm[-1])
+            state = "failed" if error else "incomplete"
         out.append(SetState(s, state, log_text, slurm, error))
     return out
 
@@ -335,17 +338,18 @@ def states(sweep: Sweep, root: str | Path = ".") -> list[SetState]:
 def report(sweep: Sweep, found: list[SetState]) -> str:
     """A summary a researcher can act on: every set that is not done, with its parameters,
     the last error line and where to read the whole log."""
-    counts = {k: sum(st.state == k for st in found) for k in ("done", "failed", "stale", "missing")}
+    counts = {k: sum(st.state == k for st in found)
+              for k in ("done", "failed", "incomplete", "stale", "missing")}
     lines = [f"sweep {sweep.name} ({sweep.path}): " + ", ".join(f"{n} {k}" for k, n in
                                                               counts.items() if n)]
     for st in found:
         if st.state == "done":
             continue
-        lines.append(f"  {st.state:7s} {st.set.id}  {json.dumps(st.set.own)}")
+        lines.append(f"  {st.state:10s} {st.set.id}  {json.dumps(st.set.own)}")
         if st.error:
-            lines.append(f"          error: {st.error}")
+            lines.append(f"             error: {st.error}")
         for log in ([st.log] if st.log else []) + list(st.slurm_logs):
-            lines.append(f"          log:   {log}")
+            lines.append(f"             log:   {log}")
     if counts["done"] < len(found):
         lines.append(f"  re-run `snakemake --cores 2 {sweep.rule}` (or with --profile "
                      "profiles/slurm): only the sets not done run again")
@@ -356,7 +360,7 @@ def report_unfinished(sweeps: list[Sweep], root: str | Path = ".") -> None:
     """After a failed workflow: the report of each sweep that was started and is not done."""
     for sweep in sweeps:
         found = states(sweep, root)
-        started = any(st.state != "missing" or st.log for st in found)
+        started = any(st.state != "missing" for st in found)
         if started and any(st.state != "done" for st in found):
             print(report(sweep, found), file=sys.stderr)
 
