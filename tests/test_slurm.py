@@ -144,3 +144,27 @@ def test_the_small_sweep_on_slurm_survives_a_lost_job_and_equals_a_local_run(clu
     assert on_slurm == (local / sweep.folder / "results.csv").read_text()
     assert len(on_slurm.splitlines()) == 1 + 3 * 3 * 5  # header; sets x ratios x thresholds
     assert (work / sweep.folder / "figure.png").stat().st_size > 0
+
+
+def test_the_cluster_profile_gives_every_figure_resources_and_hard_codes_no_site():
+    import yaml
+
+    from qkov import pipeline
+
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    assert profile["executor"] == "slurm" and profile["rerun-incomplete"] is True
+    defaults = profile["default-resources"]
+    # Partition and account: read from the environment when Snakemake evaluates them.
+    for name, variable in (("slurm_partition", "QKOV_SLURM_PARTITION"),
+                           ("slurm_account", "QKOV_SLURM_ACCOUNT")):
+        assert defaults[name] == f"__import__('os').environ.get('{variable}', '')"
+        os.environ[variable] = "site-value"
+        try:
+            assert eval(defaults[name]) == "site-value"
+        finally:
+            del os.environ[variable]
+    assert not any("partition" in str(r) or "account" in str(r)
+                   for r in profile["set-resources"].values())
+    missing = {job.rule for job in pipeline.FIGURE_JOBS} - set(profile["set-resources"])
+    assert not missing, f"give these figure rules cluster resources: {missing}"
+    assert profile["set-resources"]["language_agreement"]["gpu"] == 1
