@@ -16,9 +16,7 @@ suite checks it):
   ``synthetic.metrics``;
 - ``figures.<figure_id>``: one module per figure of the book (``figures.paper_fig2``, ...);
 - ``book`` (the book's Sphinx extension), ``pipeline`` (the figure registry, executing and
-  storing notebooks);
-- ``sweeps`` (many runs of one figure notebook, declared in ``sweeps/*.yaml``: checking,
-  running one set, gathering, reporting failed sets).
+  storing notebooks).
 
 The language experiments will get packages of their own beside ``synthetic`` (their data,
 models and training) and a model-agnostic ``attribution`` below them.
