@@ -11,7 +11,7 @@ INSTALLED := $(VENV)/.installed
 CORES ?= 2
 BOOK_FLAGS := -W -n --keep-going
 
-.PHONY: book figures test browser clean help
+.PHONY: book figures test browser slurm clean help
 
 help:
 	@echo "make book     regenerate every figure (Snakemake) and build the book into _build/html"
@@ -37,7 +37,7 @@ book: figures
 
 # A passing run records its wall time in benchmarks/results/test-run.json (shown on the
 # reproducibility page).
-test: $(INSTALLED) browser
+test: $(INSTALLED) browser slurm
 	@start=$$(date +%s.%N) && $(BIN)/pytest && \
 	$(BIN)/python -m qkov.pipeline record-test --since $$start
 
@@ -49,6 +49,18 @@ browser:
 		apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
 	else \
 		echo "The browser checks need Debian's chromium: sudo apt-get install chromium" >&2; \
+	fi
+
+# tests/test_slurm.py stands up a single-node SLURM on localhost from Debian's packages (it
+# skips, saying why, where they are missing and cannot be installed).
+slurm:
+	@command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null \
+		&& command -v sbatch >/dev/null && exit 0; \
+	if [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends munge slurmctld slurmd slurm-client >/dev/null; \
+	else \
+		echo "The SLURM test needs: sudo apt-get install munge slurmctld slurmd slurm-client" >&2; \
 	fi
 
 clean:

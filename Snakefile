@@ -44,3 +44,66 @@ for job in pipeline.FIGURE_JOBS:
         threads: job.threads
         shell:
             RUN_NOTEBOOK
+
+
+# Sweeps (qkov.sweeps): each sweeps/<name>.yaml is one job per parameter set, a run of its
+# figure's notebook into artifacts/sweeps/<name>/<set>/, and a gather job that draws the
+# sweep once every set is done. They run only when asked for:
+#     snakemake --cores 2 sweep_<name>
+# (`--config sweeps_dir=DIR` reads the sweep files from DIR instead of sweeps/). A set's
+# parameters are its `params`: editing one set re-runs that set only.
+
+from qkov import sweeps
+
+# The commands are constants: a job run by a cluster evaluates its rule's shell command again,
+# after this loop, so the command must not name the loop's variable (only params do).
+RUN_SET = (f"{sys.executable} -m qkov.sweeps run {{params.sweep_file}} {{wildcards.set}}"
+           " > {log} 2>&1")
+GATHER = f"{sys.executable} -m qkov.sweeps gather {{params.sweep_file}} > {{log}} 2>&1"
+
+SWEEPS = sweeps.load_all(config.get("sweeps_dir", f"{workflow.basedir}/{sweeps.SWEEPS_DIR}"))
+
+for sweep in SWEEPS:
+
+    rule:
+        name:
+            sweep.set_rule
+        input:
+            notebook=sweep.notebook,
+            library=pipeline.library_inputs(sweep.notebook, workflow.basedir),
+        output:
+            sweep.set_outputs("{set}"),
+        params:
+            sweep_file=str(sweep.path),
+            values=lambda wildcards, sweep=sweep: sweep.get(wildcards.set).values,
+        log:
+            sweep.log("{set}"),
+        wildcard_constraints:
+            set="|".join(s.id.replace(".", r"\.") for s in sweep.sets),
+        threads: sweep.threads
+        resources:
+            **sweep.resources,
+        shell:
+            RUN_SET
+
+    rule:
+        name:
+            sweep.rule
+        input:
+            [path for s in sweep.sets for path in sweep.set_outputs(s.id)],
+        output:
+            sweep.gathered,
+        params:  # editing the sets or the plot in the sweep file gathers again
+            sweep_file=str(sweep.path),
+            sets=[s.id for s in sweep.sets],
+            plot=sweep.plot,
+        log:
+            f"{sweeps.LOG_DIR}/{sweep.name}/gather.log",
+        threads: 1
+        shell:
+            GATHER
+
+
+onerror:
+    # Which sets failed, with their parameters and logs (the jobs' own lines scroll away).
+    sweeps.report_unfinished(SWEEPS)

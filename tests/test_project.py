@@ -50,7 +50,7 @@ LAYERS = (
     ("synthetic.train", "synthetic.metrics"),  # training ensembles; measuring trained models
     ("figures", "figures.*"),  # one module per figure: its parameters and computations
     ("pipeline",),  # the figure registry, running notebooks
-    ("book",),  # the book's Sphinx extension: it reads the registry
+    ("book", "sweeps"),  # the book's Sphinx extension (reads the registry); sweeps/*.yaml runs
 )
 
 
