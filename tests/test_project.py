@@ -51,6 +51,7 @@ LAYERS = (
      "language.agreement", "language.data"),  # full-matrix model of the theory; task
     #   models; the language decoder, its metrics, the agreement task, real-data loaders
     ("synthetic.train", "synthetic.metrics", "language.train"),  # training; measuring
+    ("language.pipelines",),  # the real-data figures' shared steps: both conditions per seed
     ("figures", "figures.*"),  # one module per figure: its parameters and computations
     ("book", "pipeline"),  # the book's Sphinx extension, the figure registry, running notebooks
 )

@@ -22,6 +22,9 @@ from ..language.tokenizers import BERT_VOCAB_SIZE, Tokenizer, train_wordpiece
 from ..params import FigureParameters, integer, number, optional_path, parameter, seed_list
 
 FIGURE_ID = "language-hatexplain"
+# Its data cannot be downloaded on the project's machines: the notebook is in the book but
+# not in the pipeline's FIGURE_JOBS, and is stored as run without data (no figure).
+NEEDS_DOWNLOAD = True
 DATASET, DIVISIONS = "dataset.json", "post_id_divisions.json"
 
 

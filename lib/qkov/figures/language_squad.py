@@ -33,6 +33,9 @@ from ..params import FigureParameters, integer, number, optional_path, parameter
 from ..plotting import house_style, new_figure
 
 FIGURE_ID = "language-squad"
+# Its data cannot be downloaded on the project's machines: the notebook is in the book but
+# not in the pipeline's FIGURE_JOBS, and is stored as run without data (no figure).
+NEEDS_DOWNLOAD = True
 
 
 @dataclass(frozen=True)

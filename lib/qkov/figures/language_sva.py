@@ -28,6 +28,9 @@ from ..params import (FigureParameters, ParameterError, integer, number, optiona
                       parameter, seed_list)
 
 FIGURE_ID = "language-sva"
+# Its data cannot be downloaded on the project's machines: the notebook is in the book but
+# not in the pipeline's FIGURE_JOBS, and is stored as run without data (no figure).
+NEEDS_DOWNLOAD = True
 MAX_ATTRACTORS = 4  # attractor counts shown separately (more are pooled with 4)
 
 
