@@ -19,7 +19,8 @@ from ..language import pipelines as L
 from ..language.data import HATEXPLAIN_LABELS, HateXplainData, load_hatexplain
 from ..language.models import DecoderConfig
 from ..language.tokenizers import BERT_VOCAB_SIZE, Tokenizer, train_wordpiece
-from ..params import FigureParameters, integer, number, optional_path, parameter, seed_list
+from ..params import (FigureParameters, ParameterError, integer, number, optional_path,
+                      parameter, seed_list)
 
 FIGURE_ID = "language-hatexplain"
 # Its data cannot be downloaded on the project's machines: the notebook is in the book but
@@ -49,14 +50,13 @@ class Parameters(FigureParameters):
     n_heads: int = parameter(4, integer, minimum=1)
     d_head: int = parameter(64, integer, minimum=1)
     d_mlp: int = parameter(256, integer, minimum=0)
-    top_fraction: float = parameter(0.05, number, above=0, at_least=0)  # ERASER top-k share
+    top_fraction: float = parameter(0.05, number, above=0)  # ERASER top-k share
     train_limit: int | None = parameter(None, L.optional_count)  # first N training posts
     device: str = parameter("auto", L.device_name)
     artifacts_dir: str | None = parameter(None, optional_path)
 
     def check(self):
         if self.top_fraction > 1:
-            from ..params import ParameterError
             raise ParameterError("top_fraction", f"expected a number in (0, 1], got {self.top_fraction:g}")
 
     @property

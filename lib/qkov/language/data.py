@@ -365,7 +365,9 @@ def load_glove(path: str | Path, words: Sequence[str], dim: int = 300) -> GloveV
     lower_index: dict[str, list[int]] = {}
     for i, word in enumerate(words):
         lower_index.setdefault(word.lower(), []).append(i)
-    with path.open(encoding="utf-8", errors="strict") as handle:
+    # A stray byte in a word (840B has a few) must not stop the load: such a word matches
+    # no vocabulary entry anyway, and the numbers are ASCII.
+    with path.open(encoding="utf-8", errors="replace") as handle:
         for line_number, line in enumerate(handle, 1):
             parts = line.rstrip("\n").rstrip(" ").split(" ")
             if line_number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
