@@ -33,8 +33,10 @@ ATTENTION_METHODS = ("rollout", "layer_mean", "layer_max")
 def _check_attentions(attentions) -> list[torch.Tensor]:
     if isinstance(attentions, torch.Tensor):
         attentions = [attentions]
-    if not attentions or any(a.dim() != 4 or a.shape != attentions[0].shape for a in attentions):
-        raise ValueError("attentions: expected a non-empty list of [B, H, T, T] tensors of one shape")
+    if not attentions or any(a.dim() != 4 or a.shape[0] != attentions[0].shape[0]
+                             or a.shape[2:] != attentions[0].shape[2:] for a in attentions):
+        raise ValueError("attentions: expected a non-empty list of [B, H, T, T] tensors "
+                         "(one B and T for all layers)")
     return list(attentions)
 
 

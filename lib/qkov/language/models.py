@@ -269,8 +269,9 @@ def make_optimizer(model: nn.Module, kind: str = "adamw", *, lr: float, weight_d
 def schedule_factor(kind: str, step: int, total_steps: int, warmup_fraction: float) -> float:
     """The factor every group's learning rate is multiplied by at ``step`` (0-based).
 
-    Linear warmup over the first ``warmup_fraction`` of the steps (from 1/total to 1 for
-    "cosine" and "constant"; from 1/25 to 1 for "one_cycle", as torch's OneCycleLR), then
+    Linear warmup over the first ``warmup_fraction`` of the steps (from 0 to 1 for "cosine"
+    and "constant", as Hugging Face's warmup schedules; from 1/25 to 1 for "one_cycle", as
+    torch's OneCycleLR), then
     "cosine": half a cosine down to 0 at the end; "one_cycle": the same down to 1e-4;
     "constant": 1.
     """
@@ -278,7 +279,7 @@ def schedule_factor(kind: str, step: int, total_steps: int, warmup_fraction: flo
     if step < warmup:
         if kind == "one_cycle":
             return 1 / 25 + (1 - 1 / 25) * step / warmup
-        return (step + 1) / warmup
+        return step / warmup
     if kind == "constant":
         return 1.0
     progress = (step - warmup) / max(total_steps - warmup, 1)
