@@ -205,4 +205,7 @@ def test_a_notebook_with_data_runs_end_to_end(tmp_path, run_tool):
              "-p", "d_model", 8, "-p", "d_head", 4, "-p", "train_fraction", 0.5,
              "-p", "device", "cpu", "-y", "seeds: [1234]")
     published("language-sva", out, ["heatmaps.csv", "attractors.csv"])
-    assert (REPO / "notebooks" / "language-sva.ipynb").is_file()
+    nb = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+              if "image/png" in o.get("data", {})]
+    assert len(images) == 1  # the figure cell shows the figure once
