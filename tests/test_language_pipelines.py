@@ -132,6 +132,20 @@ def test_squad_pipeline_generates_answers_and_scores_them(tmp_path):
     published("language-squad", tmp_path / "out", ["heatmaps.csv", "predictions.csv"])
 
 
+def test_padded_batch_places_rows_and_their_marks():
+    from qkov.language.pipelines import padded_batch
+
+    batch = padded_batch([[3, 4], [5], [6, 7, 8]], 4, 0, labels=[0, 1, 0],
+                         rationale=[[1, 0], [1], [0, 0, 1]])
+    assert batch.tokens.tolist() == [[3, 4, 0, 0], [5, 0, 0, 0], [6, 7, 8, 0]]
+    assert batch.lengths.tolist() == [2, 1, 3] and batch.labels.tolist() == [0, 1, 0]
+    assert batch.rationale.nonzero().tolist() == [[0, 0], [1, 0], [2, 2]]
+    with pytest.raises(ValueError, match="row 0: 3 tokens, more than the width 2"):
+        padded_batch([[1, 2, 3]], 2)
+    with pytest.raises(ValueError, match="rationale: expected one mark per token"):
+        padded_batch([[1, 2], [3]], 3, rationale=[[1], [0, 1]])
+
+
 def test_greedy_generation_stops_at_eos_and_at_the_budget():
     import torch
 

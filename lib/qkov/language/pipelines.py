@@ -71,20 +71,26 @@ def padded_batch(rows: Sequence[Sequence[int]], width: int, pad_id: int = 0, *,
     """Right-padded [N, width] batch of token rows (each at most ``width`` long), with the
     per-token ``rationale`` / ``loss_mask`` rows (as long as their token rows) if given."""
     n = len(rows)
-    tokens = torch.full((n, width), pad_id, dtype=torch.long)
-    mask = torch.zeros((n, width), dtype=torch.bool)
-    extra = {name: torch.zeros((n, width), dtype=torch.bool) for name, value in
-             (("rationale", rationale), ("loss_mask", loss_mask)) if value is not None}
-    for i, row in enumerate(rows):
-        if len(row) > width:
-            raise ValueError(f"row {i}: {len(row)} tokens, more than the width {width}")
-        tokens[i, :len(row)] = torch.as_tensor(list(row), dtype=torch.long)
-        mask[i, :len(row)] = True
-        for name, value in (("rationale", rationale), ("loss_mask", loss_mask)):
-            if value is not None:
-                extra[name][i, :len(row)] = torch.as_tensor(list(value[i]), dtype=torch.bool)
+    lengths = np.array([len(row) for row in rows], dtype=np.int64)
+    if n and lengths.max() > width:
+        i = int(lengths.argmax())
+        raise ValueError(f"row {i}: {lengths[i]} tokens, more than the width {width}")
+    mask = np.arange(width)[None, :] < lengths[:, None]
+    # Filled through the mask in one go (row-major order = the rows concatenated).
+    tokens = np.full((n, width), pad_id, dtype=np.int64)
+    tokens[mask] = np.fromiter((t for row in rows for t in row), np.int64, int(lengths.sum()))
+    extra = {}
+    for name, value in (("rationale", rationale), ("loss_mask", loss_mask)):
+        if value is not None:
+            if len(value) != n or any(len(v) != len(r) for v, r in zip(value, rows)):
+                raise ValueError(f"{name}: expected one mark per token of each row")
+            marks = np.zeros((n, width), dtype=bool)
+            marks[mask] = np.fromiter((bool(m) for row in value for m in row), bool,
+                                      int(lengths.sum()))
+            extra[name] = torch.from_numpy(marks)
     label_tensor = None if labels is None else torch.as_tensor(list(labels), dtype=torch.long)
-    return TokenBatch(tokens=tokens, attention_mask=mask, labels=label_tensor, **extra)
+    return TokenBatch(tokens=torch.from_numpy(tokens), attention_mask=torch.from_numpy(mask),
+                      labels=label_tensor, **extra)
 
 
 def setups(base: Mapping, qk_multiplier: float, embedding_multiplier: float, seed: int) -> dict:
