@@ -29,6 +29,7 @@ from ..language.metrics import (ATTENTION_METHODS, attention_probability_heatmap
                                 rationale_attention_mass, squad_scores)
 from ..language.models import Decoder, DecoderConfig
 from ..language.tokenizers import GPT2_VOCAB_SIZE, Tokenizer, train_byte_bpe
+from ..language.train import resolve_device, train_language_model
 from ..params import FigureParameters, integer, number, optional_path, parameter, seed_list
 from ..plotting import house_style, new_figure
 
@@ -226,8 +227,6 @@ def run(p: Parameters, prepared: Prepared, progress: bool = True):
     """Both conditions for every seed: (rows, heatmaps, predictions). Heatmaps: attention
     (rollout) on the answer span against the probability of the answer's first token, all
     seeds' dev questions pooled; predictions: per run, the first five answers."""
-    from ..language.train import resolve_device, train_language_model  # see L.run_classifier
-
     device = str(resolve_device(p.device))
     base = {"optimizer": "adamw", "lr": p.lr, "weight_decay": p.weight_decay, "epochs": p.epochs,
             "batch_size": p.batch_size, "schedule": "one_cycle",

@@ -24,6 +24,7 @@ from .batches import TokenBatch
 from .metrics import (ATTENTION_METHODS, attention_probability_heatmap, attention_rollout,
                       comprehensiveness, rationale_attention_mass, sufficiency)
 from .models import Decoder, DecoderConfig
+from .train import TrainingSetup, resolve_device, train_classifier
 
 CONDITIONS = ("matched", "faster_qk")
 CONDITION_LABELS = {"matched": "matched learning rates", "faster_qk": "faster QK"}
@@ -93,10 +94,9 @@ def padded_batch(rows: Sequence[Sequence[int]], width: int, pad_id: int = 0, *,
                       labels=label_tensor, **extra)
 
 
-def setups(base: Mapping, qk_multiplier: float, embedding_multiplier: float, seed: int) -> dict:
-    """The two conditions' training setups (``TrainingSetup``) for one seed."""
-    from .train import TrainingSetup  # see run_classifier
-
+def setups(base: Mapping, qk_multiplier: float, embedding_multiplier: float, seed: int
+           ) -> dict[str, TrainingSetup]:
+    """The two conditions' training setups for one seed."""
     return {"matched": TrainingSetup(**base, seed=seed),
             "faster_qk": TrainingSetup(**base, seed=seed, qk_multiplier=qk_multiplier,
                                        embedding_multiplier=embedding_multiplier)}
@@ -166,10 +166,6 @@ def run_classifier(config: DecoderConfig, train: TokenBatch, test: TokenBatch, s
     and seed), per condition the attention-vs-probability heatmap of all seeds' test
     examples with a rationale (percent), and per run (condition, seed, the per-example
     measurements of :func:`evaluate_classifier`)."""
-    # Imported here, not above: the trainer's progress bar (tqdm.auto) warns on import in a
-    # kernel without ipywidgets, and a notebook without its data never trains.
-    from .train import resolve_device, train_classifier
-
     device = str(resolve_device(device))
     rows, runs, pooled = [], [], {c: ([], []) for c in CONDITIONS}
     for seed in seeds:
