@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from matplotlib.ticker import MaxNLocator
 
 from ..language import agreement
 from ..language.metrics import (ATTENTION_METHODS, accuracy, attention_probability_heatmap,
@@ -265,18 +266,18 @@ def plot(records, maps, results):
                                        (axes[2], "comprehensiveness", "-"),
                                        (axes[2], "sufficiency", "--")):
                 stats = [_over_seeds(records, c, measure, a) for a in attractors]
-                label = c if measure != "sufficiency" and measure != "comprehensiveness" \
-                    else f"{c}: {measure}"
+                label = None if measure == "sufficiency" else c
                 ax.errorbar(attractors, [s[0] for s in stats], yerr=[s[1] for s in stats],
                             color=COLORS[c], linestyle=style, marker="o", capsize=3, label=label)
         titles = ("(a) held-out accuracy", "(b) attention on the subject (rollout)",
-                  "(c) comprehensiveness, sufficiency")
+                  "(c) comprehensiveness (solid), sufficiency (dashed)")
         for ax, title in zip(axes, titles):
             ax.set_xlabel("attractors in the sentence")
             ax.set_xticks(attractors)
             ax.set_title(title)
+        axes[0].set_ylim(0.45, 1.02)  # chance is 0.5
+        axes[1].set_ylim(0, 1.02)
         axes[0].legend()
-        axes[2].legend(fontsize=8)
         edges = np.linspace(0, 1, HEATMAP_BINS + 1)
         for k, c in enumerate(CONDITIONS):
             ax = fig.add_subplot(grid[1, k])
@@ -300,6 +301,7 @@ def plot(records, maps, results):
                 ax.plot(epochs, curves[:, :, k].mean(0), color=COLORS[c], linestyle=style,
                         marker="o", markersize=3, label=f"{c}, {attractors[k]} attractors")
         ax.set_ylim(-0.02, 1.02)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("epoch")
         ax.set_title("(f) held-out accuracy during training")
         ax.legend(fontsize=8)
