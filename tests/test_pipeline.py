@@ -141,6 +141,20 @@ def test_the_tolerance_rules_on_printed_results():
     assert not texts_close("FAFO 0.5", "FACO 0.5")  # other text
 
 
+def test_a_glued_value_is_compared_like_printed_text():
+    """A number glued for the book to quote (myst-nb's text record) gets the same tolerance
+    as a printed one in a cell tagged nbval-tolerance."""
+    from nbval_tolerance import _within_tolerance
+
+    def glued(text):
+        return nbformat.v4.new_output("display_data",
+                                      data={"application/papermill.record/text/plain": text})
+
+    stored = [glued("'0.8831 ± 0.16'")]
+    assert _within_tolerance([glued("'0.8832 ± 0.17'")], stored) == stored
+    assert _within_tolerance([glued("'0.9831 ± 0.16'")], stored) != stored
+
+
 def test_a_passing_test_run_is_recorded(tmp_path):
     import json
 
