@@ -81,6 +81,15 @@ def test_a_classifier_ignores_extra_padding_and_what_follows_the_readout():
     torch.testing.assert_close(model(scribbled, mask).logits, base)
 
 
+def test_the_lm_head_read_at_one_position_is_that_row_of_the_full_logits():
+    tokens, mask = sample()
+    model = decoder()
+    full = model(tokens, mask).logits
+    last = model(tokens, mask, readout="last")
+    assert last.logits.shape == (3, V) and last.readout_index.tolist() == [5, 2, 0]
+    torch.testing.assert_close(last.logits, full[torch.arange(3), last.readout_index])
+
+
 def test_the_lm_head_is_causal():
     tokens, mask = sample((6,))
     model = decoder()

@@ -3,5 +3,6 @@ by circuit, so that faster query-key learning is one argument (``models``); toke
 (``batches``); its training loop for classification and generative QA (``train``); the
 interpretability and task metrics - attention rollout, attention on rationales, ERASER
 comprehensiveness and sufficiency, heatmaps, SQuAD F1 / exact match (``metrics``); a
-synthetic subject-verb agreement task generated from a small grammar (``agreement``); and
-loaders and tokenizers for the paper's real datasets (``data``, ``tokenizers``)."""
+synthetic subject-verb agreement task generated from a small grammar (``agreement``);
+loaders and tokenizers for the paper's real datasets (``data``, ``tokenizers``) and the
+steps the real-data figures share (``pipelines``)."""
