@@ -90,7 +90,7 @@ def test_the_figure_runs_end_to_end_at_a_tiny_size():
     from qkov.figures import language_agreement as L
 
     p = L.Parameters(seeds=[1, 2], train_sentences=64, test_sentences=16, max_modifiers=2,
-                     epochs=2, workers=1)
+                     epochs=2, workers=1, conditions=["matched", "faster QK"])
     results = L.train(p)
     records = L.rows(results)
     assert len(records) == 2 * 2 * 3  # conditions x seeds x attractor counts 0..2
@@ -99,8 +99,9 @@ def test_the_figure_runs_end_to_end_at_a_tiny_size():
         # one layer, read at a pad slot: rollout, layer mean and layer max coincide
         assert r["attention_rollout"] == pytest.approx(r["attention_layer_mean"], abs=1e-6)
         assert r["attention_layer_max"] == pytest.approx(r["attention_layer_mean"], abs=1e-6)
-    assert [row["condition"] for row in L.summary_table(records)] == list(L.CONDITIONS)
-    assert [row["attractors"] for row in L.attractor_table(records)] == [0, 1, 2]
+    assert [row["condition"] for row in L.summary_table(records)] == ["matched", "faster QK"]
+    assert [(row["attractors"], row["condition"]) for row in L.attractor_table(records)] == [
+        (a, c) for a in (0, 1, 2) for c in L.CONDITIONS if c in p.conditions]
     maps = L.heatmaps(results)
     for m in maps.values():
         assert m.shape == (5, 5) and m.sum() == pytest.approx(100.0)
@@ -114,3 +115,19 @@ def test_the_figure_runs_end_to_end_at_a_tiny_size():
     L.plot(records, maps, results)
     with pytest.raises(Exception, match="n_heads"):
         L.Parameters(d_model=30, n_heads=4)
+    with pytest.raises(Exception, match="conditions"):
+        L.Parameters(conditions=["faster QK", "matched"])
+
+
+def test_each_condition_puts_its_circuits_at_the_multiplier():
+    from qkov.figures import language_agreement as L
+
+    p = L.Parameters(lr=0.01, qk_multiplier=30.0)
+    rates = {}
+    for c in L.CONDITIONS:
+        s = L.setup(p, c, 1)
+        rates[c] = (s.lr * s.qk_multiplier, s.lr * s.embedding_multiplier, s.lr)
+    assert rates["matched"] == pytest.approx((0.01, 0.01, 0.01))
+    assert rates["faster QK"] == pytest.approx((0.3, 0.3, 0.01))
+    assert rates["faster QK only"] == pytest.approx((0.3, 0.01, 0.01))
+    assert rates["all faster"] == pytest.approx((0.3, 0.3, 0.3))

@@ -2,10 +2,12 @@
 (the companion's own language experiment, in the spirit of the paper's section 5).
 
 A one-layer decoder reads a sentence prefix from :mod:`qkov.language.agreement` and predicts
-the number of the verb at the first pad position. Each seed trains two models from the same
-initialisation and batch order: *matched* (every parameter at the base learning rate) and
-*faster QK* (W_Q, W_K and the embeddings at ``qk_multiplier`` times it, as the paper's
-faster-QK runs). Both are measured on held-out sets with a fixed number of modifiers and
+the number of the verb at the first pad position. Each seed trains one model per condition
+(:data:`CONDITIONS`) from the same initialisation and batch order: *matched* (every
+parameter at the base learning rate) and *faster QK* (W_Q, W_K and the embeddings at
+``qk_multiplier`` times it, as the paper's faster-QK runs), and two controls that tell what
+the faster rate does where: *faster QK only* (W_Q, W_K alone at the multiplier) and *all
+faster* (every parameter at the multiplier). All are measured on held-out sets with a fixed number of modifiers and
 0, 1, ... attractors: accuracy, attention on the subject from the readout position
 (rollout, layer mean, layer max), ERASER comprehensiveness and sufficiency at the top
 ``eraser_fraction`` of tokens by attention, and the attention-vs-probability heatmap.
@@ -35,7 +37,19 @@ from ..processes import map_in_processes
 from ..seeding import derived_seed, init_generator
 from ..synthetic.metrics import interval_text, seed_interval
 
-CONDITIONS = ("matched", "faster QK")
+# condition: (multiplier of W_Q and W_K, of the embeddings, of every other parameter)
+CONDITIONS = {"matched": ("1", "1", "1"), "faster QK": ("m", "m", "1"),
+              "faster QK only": ("m", "1", "1"), "all faster": ("m", "m", "m")}
+
+
+def condition_list(name: str, value) -> list[str]:
+    """A non-empty list of distinct condition names, "matched" first (the reference)."""
+    if not isinstance(value, (list, tuple)) or not value \
+            or any(not isinstance(c, str) or c not in CONDITIONS for c in value) \
+            or len(set(value)) != len(value) or value[0] != "matched":
+        raise ParameterError(name, f"expected a list of distinct conditions from "
+                             f"{list(CONDITIONS)}, \"matched\" first; got {value!r}")
+    return list(value)
 HEATMAP_BINS = 5
 
 
@@ -44,6 +58,7 @@ class Parameters(FigureParameters):
     """The notebook's parameters (defaults: a run of about two minutes on two CPU cores)."""
 
     seeds: list = parameter([1234, 1235, 1236, 1237, 1238], seed_list)
+    conditions: list = parameter(list(CONDITIONS), condition_list)  # see CONDITIONS
     train_sentences: int = parameter(2000, integer, minimum=1)  # training sentences per seed
     test_sentences: int = parameter(500, integer, minimum=1)  # held-out, per attractor count
     max_modifiers: int = parameter(3, integer, minimum=1)  # PPs / relative clauses per sentence
@@ -53,7 +68,7 @@ class Parameters(FigureParameters):
     epochs: int = parameter(20, integer, minimum=1)
     batch_size: int = parameter(64, integer, minimum=1)
     lr: float = parameter(1e-3, number, above=0)  # AdamW base learning rate
-    qk_multiplier: float = parameter(30.0, number, above=0)  # faster QK: W_Q, W_K, embeddings
+    qk_multiplier: float = parameter(30.0, number, above=0)  # the conditions' multiplier m
     eraser_fraction: float = parameter(0.05, number, above=0)  # top share of tokens (>= 1)
     workers: int = parameter(2, integer, minimum=1)  # training processes
     artifacts_dir: str | None = parameter(None, optional_path)
@@ -78,9 +93,11 @@ def model_config(p: Parameters) -> DecoderConfig:
 
 
 def setup(p: Parameters, condition: str, seed: int) -> TrainingSetup:
-    multiplier = p.qk_multiplier if condition == "faster QK" else 1.0
-    return TrainingSetup(optimizer="adamw", lr=p.lr, qk_multiplier=multiplier,
-                         embedding_multiplier=multiplier, epochs=p.epochs,
+    """The condition's learning rates: the base rate times 1 or ``qk_multiplier`` per
+    circuit, as :data:`CONDITIONS` says."""
+    qk, embedding, other = (p.qk_multiplier if k == "m" else 1.0 for k in CONDITIONS[condition])
+    return TrainingSetup(optimizer="adamw", lr=p.lr * other, qk_multiplier=qk / other,
+                         embedding_multiplier=embedding / other, epochs=p.epochs,
                          batch_size=p.batch_size, schedule="cosine", warmup_fraction=0.1,
                          grad_clip=1.0, seed=seed)
 
@@ -139,7 +156,7 @@ def train_one(p: Parameters, condition: str, seed: int) -> dict:
 def train(p: Parameters) -> list[dict]:
     """Every (condition, seed), spread over ``workers`` processes (a run's result does not
     depend on where it ran)."""
-    jobs = [(p, condition, seed) for condition in CONDITIONS for seed in p.seeds]
+    jobs = [(p, condition, seed) for condition in p.conditions for seed in p.seeds]
     return map_in_processes(train_one, jobs, p.workers)
 
 
@@ -178,34 +195,37 @@ SUMMARY_COLUMNS = ("condition", "accuracy", "attention_rollout", "attention_laye
                    "attention_layer_max", "comprehensiveness", "sufficiency")
 
 
+def _conditions(records) -> list[str]:
+    return [c for c in CONDITIONS if any(r["condition"] == c for r in records)]
+
+
 def summary_table(records) -> list[dict]:
     """Per condition, every held-out set together: mean over seeds ± 95% interval."""
     return [{"condition": c, **{m: interval_text(*_over_seeds(records, c, m))
-                                for m in SUMMARY_COLUMNS[1:]}} for c in CONDITIONS]
+                                for m in SUMMARY_COLUMNS[1:]}} for c in _conditions(records)]
 
 
-ATTRACTOR_COLUMNS = ("attractors", "acc_matched", "acc_faster_qk", "attn_matched",
-                     "attn_faster_qk", "attn_gap")
+ATTRACTOR_COLUMNS = ("attractors", "condition", "accuracy", "attention_rollout",
+                     "gap_to_matched")
 
 
 def attractor_table(records) -> list[dict]:
-    """Per attractor count: accuracy and rollout attention on the subject for both
-    conditions, and the attention gap (faster QK - matched; its interval over seeds from
-    the paired per-seed differences)."""
+    """Per attractor count and condition: accuracy and rollout attention on the subject
+    (mean over seeds ± 95% interval), and the attention gap to the matched runs of the same
+    seeds (its interval from the paired per-seed differences; "-" for matched itself)."""
     table = []
     for a in sorted({r["attractors"] for r in records}):
         pick = {(r["condition"], r["seed"]): r for r in records if r["attractors"] == a}
-        seeds = sorted({s for _, s in pick})
-        gap = [pick["faster QK", s]["attention_rollout"] - pick["matched", s]["attention_rollout"]
-               for s in seeds]
-        table.append({"attractors": a,
-                      "acc_matched": interval_text(*_over_seeds(records, "matched", "accuracy", a)),
-                      "acc_faster_qk": interval_text(*_over_seeds(records, "faster QK", "accuracy", a)),
-                      "attn_matched": interval_text(*_over_seeds(records, "matched",
-                                                                  "attention_rollout", a)),
-                      "attn_faster_qk": interval_text(*_over_seeds(records, "faster QK",
-                                                                    "attention_rollout", a)),
-                      "attn_gap": interval_text(*seed_interval(gap))})
+        for c in _conditions(records):
+            seeds = sorted(s for cond, s in pick if cond == c)
+            gap = [pick[c, s]["attention_rollout"] - pick["matched", s]["attention_rollout"]
+                   for s in seeds]
+            table.append({"attractors": a, "condition": c,
+                          "accuracy": interval_text(*_over_seeds(records, c, "accuracy", a)),
+                          "attention_rollout": interval_text(
+                              *_over_seeds(records, c, "attention_rollout", a)),
+                          "gap_to_matched": "-" if c == "matched"
+                          else interval_text(*seed_interval(gap))})
     return table
 
 
@@ -226,7 +246,7 @@ def heatmaps(results: list[dict], method: str = "rollout") -> dict[str, np.ndarr
     """Per condition: the attention-vs-probability heatmap over all held-out sentences of a
     run (percent), mean over seeds."""
     maps = {}
-    for c in CONDITIONS:
+    for c in [c for c in CONDITIONS if any(run["condition"] == c for run in results)]:
         per_seed = []
         for run in results:
             if run["condition"] == c:
@@ -247,39 +267,52 @@ def heatmap_cells(maps) -> list[dict]:
 
 # --- the figure ---------------------------------------------------------------------------
 
-COLORS = {"matched": "#440154", "faster QK": "#35b779"}
+COLORS = {"matched": "#440154", "faster QK": "#35b779", "faster QK only": "#31688e",
+          "all faster": "#fde725"}
+MARKERS = {"matched": "o", "faster QK": "s", "faster QK only": "^", "all faster": "D"}
 
 
 def plot(records, maps, results):
     """Top: accuracy, rollout attention on the subject, and comprehensiveness /
-    sufficiency against the number of attractors (mean over seeds, bars: 95% interval).
-    Bottom: the two attention-vs-probability heatmaps, and held-out accuracy after each
-    epoch with no attractor and with the most (mean over seeds)."""
+    sufficiency against the number of attractors (mean over seeds, bars: 95% interval), and
+    held-out accuracy with the most attractors after each epoch. Bottom: one
+    attention-vs-probability heatmap per condition (mean over seeds)."""
     attractors = sorted({r["attractors"] for r in records})
+    conditions = _conditions(records)
     with house_style():
-        fig = new_figure(figsize=(13, 7.6))
-        grid = fig.add_gridspec(2, 3)
-        axes = [fig.add_subplot(grid[0, k]) for k in range(3)]
-        for c in CONDITIONS:
+        fig = new_figure(figsize=(17, 8.4))
+        grid = fig.add_gridspec(2, max(4, len(conditions)))
+        axes = [fig.add_subplot(grid[0, k]) for k in range(4)]
+        for c in conditions:
             for ax, measure, style in ((axes[0], "accuracy", "-"),
                                        (axes[1], "attention_rollout", "-"),
                                        (axes[2], "comprehensiveness", "-"),
                                        (axes[2], "sufficiency", "--")):
                 stats = [_over_seeds(records, c, measure, a) for a in attractors]
-                label = None if measure == "sufficiency" else c
                 ax.errorbar(attractors, [s[0] for s in stats], yerr=[s[1] for s in stats],
-                            color=COLORS[c], linestyle=style, marker="o", capsize=3, label=label)
+                            color=COLORS[c], linestyle=style, marker=MARKERS[c], capsize=3,
+                            markeredgecolor="black", markeredgewidth=0.5,
+                            label=None if measure == "sufficiency" else c)
+            curves = np.array([run["accuracy_by_epoch"] for run in results
+                               if run["condition"] == c])  # [seeds, epochs, attractor counts]
+            axes[3].plot(np.arange(1, curves.shape[1] + 1), curves[:, :, -1].mean(0),
+                         color=COLORS[c], marker=MARKERS[c], markersize=4,
+                         markeredgecolor="black", markeredgewidth=0.5, label=c)
         titles = ("(a) held-out accuracy", "(b) attention on the subject (rollout)",
-                  "(c) comprehensiveness (solid), sufficiency (dashed)")
+                  "(c) comprehensiveness (solid),\nsufficiency (dashed)")
         for ax, title in zip(axes, titles):
             ax.set_xlabel("attractors in the sentence")
             ax.set_xticks(attractors)
             ax.set_title(title)
         axes[0].set_ylim(0.45, 1.02)  # chance is 0.5
         axes[1].set_ylim(0, 1.02)
-        axes[0].legend()
+        axes[1].legend(fontsize=8)
+        axes[3].set_ylim(-0.02, 1.02)
+        axes[3].xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes[3].set_xlabel("epoch")
+        axes[3].set_title(f"(d) accuracy with {attractors[-1]} attractors\nduring training")
         edges = np.linspace(0, 1, HEATMAP_BINS + 1)
-        for k, c in enumerate(CONDITIONS):
+        for k, c in enumerate(conditions):
             ax = fig.add_subplot(grid[1, k])
             image = ax.imshow(maps[c], origin="lower", extent=(0, 1, 0, 1), cmap="viridis",
                               vmin=0, vmax=100, aspect="auto")
@@ -289,20 +322,8 @@ def plot(records, maps, results):
                             f"{maps[c][i, j]:.0f}", ha="center", va="center", fontsize=8,
                             color="white" if maps[c][i, j] < 50 else "black")
             ax.set_xlabel("attention on the subject (rollout)")
-            ax.set_ylabel("probability of the true number")
-            ax.set_title(f"({'de'[k]}) {c}: % of held-out sentences")
+            if k == 0:
+                ax.set_ylabel("probability of the true number")
+            ax.set_title(f"({'efgh'[k]}) {c}: % of sentences")
         fig.colorbar(image, ax=ax, fraction=0.046)
-        ax = fig.add_subplot(grid[1, 2])
-        for c in CONDITIONS:
-            curves = np.array([run["accuracy_by_epoch"] for run in results
-                               if run["condition"] == c])  # [seeds, epochs, attractor counts]
-            epochs = np.arange(1, curves.shape[1] + 1)
-            for k, style in ((0, ":"), (curves.shape[2] - 1, "-")):
-                ax.plot(epochs, curves[:, :, k].mean(0), color=COLORS[c], linestyle=style,
-                        marker="o", markersize=3, label=f"{c}, {attractors[k]} attractors")
-        ax.set_ylim(-0.02, 1.02)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("epoch")
-        ax.set_title("(f) held-out accuracy during training")
-        ax.legend(fontsize=8)
     return fig
