@@ -131,3 +131,13 @@ def test_each_condition_puts_its_circuits_at_the_multiplier():
     assert rates["faster QK"] == pytest.approx((0.3, 0.3, 0.01))
     assert rates["faster QK only"] == pytest.approx((0.3, 0.01, 0.01))
     assert rates["all faster"] == pytest.approx((0.3, 0.3, 0.3))
+
+
+def test_a_run_does_not_depend_on_the_number_of_workers():
+    from qkov.figures import language_agreement as L
+
+    kw = dict(seeds=[1, 2], train_sentences=256, test_sentences=64, max_modifiers=3, epochs=3,
+              conditions=["matched", "faster QK"])
+    one = L.rows(L.train(L.Parameters(workers=1, **kw)))
+    two = L.rows(L.train(L.Parameters(workers=2, **kw)))
+    assert one == two

@@ -135,7 +135,17 @@ def evaluate(model, data: agreement.AgreementData, fraction: float) -> dict:
 
 
 def train_one(p: Parameters, condition: str, seed: int) -> dict:
-    """Train one model and measure it on every held-out set."""
+    """Train one model and measure it on every held-out set, on one torch thread as in a
+    worker process (the float rounding of a run then does not depend on where it ran)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _train_one(p, condition, seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_one(p: Parameters, condition: str, seed: int) -> dict:
     data = agreement.generate(p.train_sentences, derived_seed(seed, "data"),
                               modifiers=(0, p.max_modifiers))
     model = Decoder(model_config(p), generator=init_generator(seed))
