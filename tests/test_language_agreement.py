@@ -2,7 +2,6 @@
 attractor counts, modifiers and the rationale; generation is seeded; and the figure's
 computations run end to end at a tiny size."""
 
-import numpy as np
 import pytest
 import torch
 

@@ -30,7 +30,7 @@ from ..language.metrics import (ATTENTION_METHODS, accuracy, attention_probabili
                                 comprehensiveness, rationale_attention_mass, sufficiency)
 from ..language.models import Decoder, DecoderConfig
 from ..language.train import TrainingSetup, train_classifier
-from ..params import (FigureParameters, ParameterError, boolean, integer, number, optional_path,
+from ..params import (FigureParameters, ParameterError, integer, number, optional_path,
                       parameter, seed_list)
 from ..plotting import house_style, new_figure
 from ..processes import map_in_processes
