@@ -30,6 +30,8 @@ RELATIVE = 0.005
 LAST_DIGITS = 3
 HALF_WIDTH_RELATIVE = 0.25
 GLUED_PNG = "application/papermill.record/image/png"
+# A result's text, and a value glued (myst-nb) for the book to quote.
+TEXT_KEYS = ("text/plain", "application/papermill.record/text/plain")
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])")
 
 
@@ -60,10 +62,11 @@ def texts_close(stored: str, fresh: str) -> bool:
 
 
 def _texts(output) -> dict:
-    """The text fields of one output, by key: a stream's text, a result's text/plain."""
+    """The text fields of one output, by key: a stream's text, a result's text/plain, a
+    glued value's text."""
     if output.get("output_type") == "stream":
         return {"text": output.get("text", "")}
-    return {k: v for k, v in output.get("data", {}).items() if k == "text/plain"}
+    return {k: v for k, v in output.get("data", {}).items() if k in TEXT_KEYS}
 
 
 def _within_tolerance(test, ref):

@@ -23,7 +23,8 @@ FIGURES = {"paper-fig2": "notebooks/paper-fig2.html",
            "paper-fig4": "notebooks/paper-fig4.html",
            "theory-reduction": "notebooks/theory-reduction.html",
            "theory-rescaling": "notebooks/theory-rescaling.html",
-           "theory-ratio-sweep": "notebooks/theory-ratio-sweep.html"}
+           "theory-ratio-sweep": "notebooks/theory-ratio-sweep.html",
+           "language-agreement": "notebooks/language-agreement.html"}
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -75,7 +76,7 @@ def test_figures_have_label_number_and_caption(html, figure_id, page):
     figure = match.group(1)
     assert re.search(r"Fig\. \d+(\.\d+)*", figure), "the figure has no number"
     assert re.search(r"paper Fig\. \d", figure), "the caption must name the paper figure"
-    if figure_id.startswith("theory-"):
+    if figure_id.startswith(("theory-", "language-")):
         assert "companion" in figure, "a theory figure must say it is the companion's work"
     src = re.search(r'<img[^>]*src="([^"]+)"', figure).group(1)
     assert (html / page).parent.joinpath(src).resolve().stat().st_size > 10_000
@@ -83,7 +84,7 @@ def test_figures_have_label_number_and_caption(html, figure_id, page):
 
 @pytest.mark.parametrize("chapter, figure_id", [
     ("paper-fig4", "paper-fig4"), ("theory", "theory-reduction"), ("theory", "theory-rescaling"),
-    ("theory", "theory-ratio-sweep")])
+    ("theory", "theory-ratio-sweep"), ("language", "language-agreement")])
 def test_chapter_cites_the_figure_by_number(html, chapter, figure_id):
     text = (html / "book" / f"{chapter}.html").read_text()
     assert re.search(rf'href="../notebooks/{figure_id}.html#{figure_id}"[^>]*>.*?Fig\. \d',

@@ -44,10 +44,14 @@ def test_every_notebook_is_in_the_book_and_the_pipeline():
 # Packages (their __init__) sit with their lowest module; "figures.*" is every figure module.
 LAYERS = (
     ("circuits", "seeding", "params", "processes", "artifacts"),  # vocabulary and utilities
-    ("theory", "theory.reduced", "synthetic", "synthetic.tasks", "plotting"),  # reduced
-    #   dynamics; the synthetic task's data; house style and drawing
-    ("theory.stylized", "synthetic.models"),  # full-matrix model of the theory; task models
-    ("synthetic.train", "synthetic.metrics"),  # training ensembles; measuring trained models
+    ("theory", "theory.reduced", "synthetic", "synthetic.tasks", "plotting",
+     "language", "language.batches", "language.tokenizers"),  # reduced dynamics; the
+    #   synthetic task's data; house style and drawing; token batches and tokenizers
+    ("theory.stylized", "synthetic.models", "language.models", "language.metrics",
+     "language.agreement", "language.data"),  # full-matrix model of the theory; task
+    #   models; the language decoder, its metrics, the agreement task, real-data loaders
+    ("synthetic.train", "synthetic.metrics", "language.train"),  # training; measuring
+    ("language.pipelines",),  # the real-data figures' shared steps: both conditions per seed
     ("figures", "figures.*"),  # one module per figure: its parameters and computations
     ("pipeline",),  # the figure registry, running notebooks
     ("book", "sweeps"),  # the book's Sphinx extension (reads the registry); sweeps/*.yaml runs

@@ -66,6 +66,7 @@ FIGURE_JOBS = (
     FigureJob("theory-rescaling", ("curves.csv",), threads=1,
               reads=("artifacts/paper-fig2/summary.json", "artifacts/paper-fig2/trajectories.csv")),
     FigureJob("theory-ratio-sweep", ("conditions.csv",)),
+    FigureJob("language-agreement", ("heatmaps.csv", "curves.csv")),
 )
 FIGURE_IDS = tuple(job.figure_id for job in FIGURE_JOBS)
 

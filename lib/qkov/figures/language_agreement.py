@@ -1,0 +1,339 @@
+"""language-agreement: faster query-key learning on a synthetic subject-verb agreement task
+(the companion's own language experiment, in the spirit of the paper's section 5).
+
+A one-layer decoder reads a sentence prefix from :mod:`qkov.language.agreement` and predicts
+the number of the verb at the first pad position. Each seed trains one model per condition
+(:data:`CONDITIONS`) from the same initialisation and batch order: *matched* (every
+parameter at the base learning rate) and *faster QK* (W_Q, W_K and the embeddings at
+``qk_multiplier`` times it, as the paper's faster-QK runs), and two controls that tell what
+the faster rate does where: *faster QK only* (W_Q, W_K alone at the multiplier) and *all
+faster* (every parameter at the multiplier). All are measured on held-out sets with a fixed number of modifiers and
+0, 1, ... attractors: accuracy, attention on the subject from the readout position
+(rollout, layer mean, layer max), ERASER comprehensiveness and sufficiency at the top
+``eraser_fraction`` of tokens by attention, and the attention-vs-probability heatmap.
+
+:class:`Parameters` are the notebook's; :func:`train` runs every (condition, seed);
+:func:`rows` are the stored records, :func:`summary_table` / :func:`attractor_table` the
+printed tables, :func:`plot` the figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from matplotlib.ticker import MaxNLocator
+
+from ..language import agreement
+from ..language.metrics import (ATTENTION_METHODS, accuracy, attention_probability_heatmap,
+                                comprehensiveness, rationale_attention_mass, sufficiency)
+from ..language.models import Decoder, DecoderConfig
+from ..language.train import TrainingSetup, train_classifier
+from ..params import (FigureParameters, ParameterError, integer, number, optional_path,
+                      parameter, seed_list)
+from ..plotting import house_style, new_figure
+from ..processes import map_in_processes
+from ..seeding import derived_seed, init_generator
+from ..synthetic.metrics import interval_text, seed_interval
+
+# condition: (multiplier of W_Q and W_K, of the embeddings, of every other parameter)
+CONDITIONS = {"matched": ("1", "1", "1"), "faster QK": ("m", "m", "1"),
+              "faster QK only": ("m", "1", "1"), "all faster": ("m", "m", "m")}
+
+
+def condition_list(name: str, value) -> list[str]:
+    """A non-empty list of distinct condition names, "matched" first (the reference)."""
+    if not isinstance(value, (list, tuple)) or not value \
+            or any(not isinstance(c, str) or c not in CONDITIONS for c in value) \
+            or len(set(value)) != len(value) or value[0] != "matched":
+        raise ParameterError(name, f"expected a list of distinct conditions from "
+                             f"{list(CONDITIONS)}, \"matched\" first; got {value!r}")
+    return list(value)
+HEATMAP_BINS = 5
+
+
+@dataclass(frozen=True)
+class Parameters(FigureParameters):
+    """The notebook's parameters (defaults: a run of about two minutes on two CPU cores)."""
+
+    seeds: list = parameter([1234, 1235, 1236, 1237, 1238], seed_list)
+    conditions: list = parameter(list(CONDITIONS), condition_list)  # see CONDITIONS
+    train_sentences: int = parameter(2000, integer, minimum=1)  # training sentences per seed
+    test_sentences: int = parameter(500, integer, minimum=1)  # held-out, per attractor count
+    max_modifiers: int = parameter(3, integer, minimum=1)  # PPs / relative clauses per sentence
+    n_layers: int = parameter(1, integer, minimum=1)  # decoder layers
+    d_model: int = parameter(32, integer, minimum=1)  # residual width
+    n_heads: int = parameter(2, integer, minimum=1)  # attention heads (d_head = d_model / n_heads)
+    epochs: int = parameter(20, integer, minimum=1)
+    batch_size: int = parameter(64, integer, minimum=1)
+    lr: float = parameter(1e-3, number, above=0)  # AdamW base learning rate
+    qk_multiplier: float = parameter(30.0, number, above=0)  # the conditions' multiplier m
+    eraser_fraction: float = parameter(0.05, number, above=0)  # top share of tokens (>= 1)
+    workers: int = parameter(2, integer, minimum=1)  # training processes
+    artifacts_dir: str | None = parameter(None, optional_path)
+
+    def check(self):
+        if self.eraser_fraction > 1:
+            raise ParameterError("eraser_fraction", f"expected a share in (0, 1], got "
+                                 f"{self.eraser_fraction:g}")
+        if self.d_model % self.n_heads:
+            raise ParameterError("n_heads", f"expected a divisor of d_model={self.d_model}, "
+                                 f"got {self.n_heads}")
+
+
+def model_config(p: Parameters) -> DecoderConfig:
+    """One layer, attention output only (no MLP), residual, no LayerNorm: the paper's
+    agreement model, smaller."""
+    return DecoderConfig(vocab_size=len(agreement.VOCABULARY),
+                         max_len=agreement.width(p.max_modifiers), n_layers=p.n_layers,
+                         d_model=p.d_model,
+                         n_heads=p.n_heads, d_head=p.d_model // p.n_heads, d_mlp=0,
+                         n_classes=2, pad_id=agreement.VOCABULARY.pad_id)
+
+
+def setup(p: Parameters, condition: str, seed: int) -> TrainingSetup:
+    """The condition's learning rates: the base rate times 1 or ``qk_multiplier`` per
+    circuit, as :data:`CONDITIONS` says."""
+    qk, embedding, other = (p.qk_multiplier if k == "m" else 1.0 for k in CONDITIONS[condition])
+    return TrainingSetup(optimizer="adamw", lr=p.lr * other, qk_multiplier=qk / other,
+                         embedding_multiplier=embedding / other, epochs=p.epochs,
+                         batch_size=p.batch_size, schedule="cosine", warmup_fraction=0.1,
+                         grad_clip=1.0, seed=seed)
+
+
+def test_sets(p: Parameters, seed: int) -> dict[int, agreement.AgreementData]:
+    """Held-out sentences with ``max_modifiers`` modifiers (a fixed distance) and each
+    attractor count 0..max_modifiers."""
+    return {a: agreement.generate(p.test_sentences, derived_seed(seed, "eval") + a,
+                                  modifiers=p.max_modifiers, attractors=a)
+            for a in range(p.max_modifiers + 1)}
+
+
+def evaluate(model, data: agreement.AgreementData, fraction: float) -> dict:
+    """Per-sentence measurements of one model on one held-out set."""
+    with torch.no_grad():
+        out = model(data.tokens, data.attention_mask)
+
+        def predict_proba(tokens, mask):
+            return torch.softmax(model(tokens, mask).logits, -1)
+
+        probability = torch.softmax(out.logits, -1).gather(1, data.labels[:, None]).squeeze(1)
+        readout = out.readout_index
+        attention = {m: rationale_attention_mass(out.attentions, data.rationale, readout,
+                                                 data.attention_mask, m).numpy()
+                     for m in ATTENTION_METHODS}
+        # The top tokens by the readout's attention (layer mean over heads), as the paper.
+        rows = torch.arange(len(data))
+        scores = torch.stack([a.mean(1)[rows, readout] for a in out.attentions]).mean(0)
+        args = (predict_proba, data.tokens, data.attention_mask, data.labels, scores, fraction,
+                agreement.VOCABULARY.pad_id)
+        return {"accuracy": accuracy(out.logits, data.labels),
+                "probability": probability.numpy(), "attention": attention,
+                "comprehensiveness": comprehensiveness(*args).numpy(),
+                "sufficiency": sufficiency(*args).numpy()}
+
+
+def train_one(p: Parameters, condition: str, seed: int) -> dict:
+    """Train one model and measure it on every held-out set, on one torch thread as in a
+    worker process (the float rounding of a run then does not depend on where it ran)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _train_one(p, condition, seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_one(p: Parameters, condition: str, seed: int) -> dict:
+    data = agreement.generate(p.train_sentences, derived_seed(seed, "data"),
+                              modifiers=(0, p.max_modifiers))
+    model = Decoder(model_config(p), generator=init_generator(seed))
+    tests = test_sets(p, seed)
+
+    def accuracies(model):  # after every epoch, on each held-out set
+        return [accuracy(model(t.tokens, t.attention_mask).logits, t.labels)
+                for t in tests.values()]
+
+    history = train_classifier(model, data, setup(p, condition, seed), device="cpu",
+                               eval_fn=accuracies, progress=False)
+    return {"condition": condition, "seed": seed, "loss": history.loss,
+            "accuracy_by_epoch": np.array(history.eval),  # [epochs, attractor counts]
+            "evaluation": {a: evaluate(model, test, p.eraser_fraction)
+                           for a, test in tests.items()}}
+
+
+def train(p: Parameters) -> list[dict]:
+    """Every (condition, seed), spread over ``workers`` processes (a run's result does not
+    depend on where it ran)."""
+    jobs = [(p, condition, seed) for condition in p.conditions for seed in p.seeds]
+    return map_in_processes(train_one, jobs, p.workers)
+
+
+# --- rows and tables ------------------------------------------------------------------------
+
+MEASURES = ("accuracy", "attention_rollout", "attention_layer_mean", "attention_layer_max",
+            "comprehensiveness", "sufficiency", "probability")
+
+
+def rows(results: list[dict]) -> list[dict]:
+    """One record per (condition, seed, attractors): the held-out means, and the run's last
+    training-epoch loss."""
+    out = []
+    for run in results:
+        for attractors, e in run["evaluation"].items():
+            out.append({"condition": run["condition"], "seed": run["seed"],
+                        "attractors": attractors, "final_train_loss": run["loss"][-1],
+                        "accuracy": e["accuracy"],
+                        **{f"attention_{m}": float(e["attention"][m].mean())
+                           for m in ATTENTION_METHODS},
+                        "comprehensiveness": float(e["comprehensiveness"].mean()),
+                        "sufficiency": float(e["sufficiency"].mean()),
+                        "probability": float(e["probability"].mean())})
+    return out
+
+
+def _over_seeds(records, condition, measure, attractors=None):
+    values = {}
+    for r in records:
+        if r["condition"] == condition and (attractors is None or r["attractors"] == attractors):
+            values.setdefault(r["seed"], []).append(r[measure])
+    return seed_interval([np.mean(v) for v in values.values()])
+
+
+SUMMARY_COLUMNS = ("condition", "accuracy", "attention_rollout", "attention_layer_mean",
+                   "attention_layer_max", "comprehensiveness", "sufficiency")
+
+
+def _conditions(records) -> list[str]:
+    return [c for c in CONDITIONS if any(r["condition"] == c for r in records)]
+
+
+def summary_table(records) -> list[dict]:
+    """Per condition, every held-out set together: mean over seeds ± 95% interval."""
+    return [{"condition": c, **{m: interval_text(*_over_seeds(records, c, m))
+                                for m in SUMMARY_COLUMNS[1:]}} for c in _conditions(records)]
+
+
+ATTRACTOR_COLUMNS = ("attractors", "condition", "accuracy", "attention_rollout",
+                     "gap_to_matched")
+
+
+def attractor_table(records) -> list[dict]:
+    """Per attractor count and condition: accuracy and rollout attention on the subject
+    (mean over seeds ± 95% interval), and the attention gap to the matched runs of the same
+    seeds (its interval from the paired per-seed differences; "-" for matched itself)."""
+    table = []
+    for a in sorted({r["attractors"] for r in records}):
+        pick = {(r["condition"], r["seed"]): r for r in records if r["attractors"] == a}
+        for c in _conditions(records):
+            seeds = sorted(s for cond, s in pick if cond == c)
+            gap = [pick[c, s]["attention_rollout"] - pick["matched", s]["attention_rollout"]
+                   for s in seeds]
+            table.append({"attractors": a, "condition": c,
+                          "accuracy": interval_text(*_over_seeds(records, c, "accuracy", a)),
+                          "attention_rollout": interval_text(
+                              *_over_seeds(records, c, "attention_rollout", a)),
+                          "gap_to_matched": "-" if c == "matched"
+                          else interval_text(*seed_interval(gap))})
+    return table
+
+
+CURVE_COLUMNS = ("condition", "seed", "epoch", "train_loss", "attractors", "accuracy")
+
+
+def curve_rows(results: list[dict]) -> list[dict]:
+    """Per (condition, seed, epoch, attractor count): the epoch's training loss and the
+    held-out accuracy after it."""
+    return [{"condition": run["condition"], "seed": run["seed"], "epoch": epoch + 1,
+             "train_loss": run["loss"][epoch], "attractors": attractors,
+             "accuracy": float(run["accuracy_by_epoch"][epoch, k])}
+            for run in results for epoch in range(len(run["loss"]))
+            for k, attractors in enumerate(sorted(run["evaluation"]))]
+
+
+def heatmaps(results: list[dict], method: str = "rollout") -> dict[str, np.ndarray]:
+    """Per condition: the attention-vs-probability heatmap over all held-out sentences of a
+    run (percent), mean over seeds."""
+    maps = {}
+    for c in [c for c in CONDITIONS if any(run["condition"] == c for run in results)]:
+        per_seed = []
+        for run in results:
+            if run["condition"] == c:
+                e = run["evaluation"].values()
+                per_seed.append(attention_probability_heatmap(
+                    np.concatenate([x["attention"][method] for x in e]),
+                    np.concatenate([x["probability"] for x in e]), HEATMAP_BINS))
+        maps[c] = np.mean(per_seed, 0)
+    return maps
+
+
+def heatmap_cells(maps) -> list[dict]:
+    edges = np.linspace(0, 1, HEATMAP_BINS + 1)
+    return [{"condition": c, "probability_low": edges[i], "attention_low": edges[j],
+             "percent": float(m[i, j])}
+            for c, m in maps.items() for i in range(HEATMAP_BINS) for j in range(HEATMAP_BINS)]
+
+
+# --- the figure ---------------------------------------------------------------------------
+
+COLORS = {"matched": "#440154", "faster QK": "#35b779", "faster QK only": "#31688e",
+          "all faster": "#fde725"}
+MARKERS = {"matched": "o", "faster QK": "s", "faster QK only": "^", "all faster": "D"}
+
+
+def plot(records, maps, results):
+    """Top: accuracy, rollout attention on the subject, and comprehensiveness /
+    sufficiency against the number of attractors (mean over seeds, bars: 95% interval), and
+    held-out accuracy with the most attractors after each epoch. Bottom: one
+    attention-vs-probability heatmap per condition (mean over seeds)."""
+    attractors = sorted({r["attractors"] for r in records})
+    conditions = _conditions(records)
+    with house_style():
+        fig = new_figure(figsize=(17, 8.4))
+        grid = fig.add_gridspec(2, max(4, len(conditions)))
+        axes = [fig.add_subplot(grid[0, k]) for k in range(4)]
+        for c in conditions:
+            for ax, measure, style in ((axes[0], "accuracy", "-"),
+                                       (axes[1], "attention_rollout", "-"),
+                                       (axes[2], "comprehensiveness", "-"),
+                                       (axes[2], "sufficiency", "--")):
+                stats = [_over_seeds(records, c, measure, a) for a in attractors]
+                ax.errorbar(attractors, [s[0] for s in stats], yerr=[s[1] for s in stats],
+                            color=COLORS[c], linestyle=style, marker=MARKERS[c], capsize=3,
+                            markeredgecolor="black", markeredgewidth=0.5,
+                            label=None if measure == "sufficiency" else c)
+            curves = np.array([run["accuracy_by_epoch"] for run in results
+                               if run["condition"] == c])  # [seeds, epochs, attractor counts]
+            axes[3].plot(np.arange(1, curves.shape[1] + 1), curves[:, :, -1].mean(0),
+                         color=COLORS[c], marker=MARKERS[c], markersize=4,
+                         markeredgecolor="black", markeredgewidth=0.5, label=c)
+        titles = ("(a) held-out accuracy", "(b) attention on the subject (rollout)",
+                  "(c) comprehensiveness (solid),\nsufficiency (dashed)")
+        for ax, title in zip(axes, titles):
+            ax.set_xlabel("attractors in the sentence")
+            ax.set_xticks(attractors)
+            ax.set_title(title)
+        axes[0].set_ylim(0.45, 1.02)  # chance is 0.5
+        axes[1].set_ylim(0, 1.02)
+        axes[1].legend(fontsize=8)
+        axes[3].set_ylim(-0.02, 1.02)
+        axes[3].xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes[3].set_xlabel("epoch")
+        axes[3].set_title(f"(d) accuracy with {attractors[-1]} attractors\nduring training")
+        edges = np.linspace(0, 1, HEATMAP_BINS + 1)
+        for k, c in enumerate(conditions):
+            ax = fig.add_subplot(grid[1, k])
+            image = ax.imshow(maps[c], origin="lower", extent=(0, 1, 0, 1), cmap="viridis",
+                              vmin=0, vmax=100, aspect="auto")
+            for i in range(HEATMAP_BINS):
+                for j in range(HEATMAP_BINS):
+                    ax.text((edges[j] + edges[j + 1]) / 2, (edges[i] + edges[i + 1]) / 2,
+                            f"{maps[c][i, j]:.0f}", ha="center", va="center", fontsize=8,
+                            color="white" if maps[c][i, j] < 50 else "black")
+            ax.set_xlabel("attention on the subject (rollout)")
+            if k == 0:
+                ax.set_ylabel("probability of the true number")
+            ax.set_title(f"({'efgh'[k]}) {c}: % of sentences")
+        fig.colorbar(image, ax=ax, fraction=0.046)
+    return fig

@@ -1,0 +1,148 @@
+"""language-hatexplain: the paper's HateXplain experiment (section 5) - a one-layer GPT-style
+decoder classifies posts as hate speech, offensive or normal; faster-QK training (``W_Q``,
+``W_K`` and the embeddings at 30x the base learning rate) against matched learning rates,
+seeds 1234-1238; accuracy, attention on the annotators' rationales, ERASER
+comprehensiveness and sufficiency, and attention-vs-probability heatmaps on the test split.
+
+The data cannot be downloaded on the project's machines: with ``hatexplain_dir`` not given
+(the notebook's default) :func:`data_missing` prints where to get it and the command to run,
+and nothing is trained. Tokens: a WordPiece trained on the training posts
+(:func:`qkov.language.tokenizers.train_wordpiece`), not the paper's ``bert-base-uncased``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..language import pipelines as L
+from ..language.data import HATEXPLAIN_LABELS, HateXplainData, load_hatexplain
+from ..language.models import DecoderConfig
+from ..language.tokenizers import BERT_VOCAB_SIZE, Tokenizer, train_wordpiece
+from ..params import (FigureParameters, ParameterError, integer, number, optional_path,
+                      parameter, seed_list)
+
+FIGURE_ID = "language-hatexplain"
+# Its data cannot be downloaded on the project's machines: the notebook is in the book but
+# not in the pipeline's FIGURE_JOBS, and is stored as run without data (no figure).
+NEEDS_DOWNLOAD = True
+DATASET, DIVISIONS = "dataset.json", "post_id_divisions.json"
+
+
+@dataclass(frozen=True)
+class Parameters(FigureParameters):
+    """The notebook's parameters (defaults: the paper's HateXplain setup; where the paper is
+    silent - weight decay - torch's AdamW default)."""
+
+    hatexplain_dir: str | None = parameter(None, optional_path)  # folder with the two JSON files
+    seeds: list = parameter([1234, 1235, 1236, 1237, 1238], seed_list)
+    qk_multiplier: float = parameter(30.0, number, above=0)  # faster QK: W_Q, W_K lr multiple
+    embedding_multiplier: float = parameter(30.0, number, above=0)  # ... and the embeddings'
+    lr: float = parameter(5e-5, number, above=0)  # AdamW base learning rate
+    weight_decay: float = parameter(0.01, number, at_least=0)
+    epochs: int = parameter(30, integer, minimum=1)
+    batch_size: int = parameter(32, integer, minimum=1)
+    warmup_fraction: float = parameter(0.1, number, at_least=0, below=1)  # then cosine decay
+    grad_clip: float = parameter(1.0, number, above=0)
+    max_length: int = parameter(128, integer, minimum=2)  # tokens, the readout slot included
+    vocab_size: int = parameter(BERT_VOCAB_SIZE, integer, minimum=300)  # WordPiece vocabulary
+    d_model: int = parameter(64, integer, minimum=1)
+    n_heads: int = parameter(4, integer, minimum=1)
+    d_head: int = parameter(64, integer, minimum=1)
+    d_mlp: int = parameter(256, integer, minimum=0)
+    top_fraction: float = parameter(0.05, number, above=0)  # ERASER top-k share
+    train_limit: int | None = parameter(None, L.optional_count)  # first N training posts
+    device: str = parameter("auto", L.device_name)
+    artifacts_dir: str | None = parameter(None, optional_path)
+
+    def check(self):
+        if self.top_fraction > 1:
+            raise ParameterError("top_fraction", f"expected a number in (0, 1], got {self.top_fraction:g}")
+
+    @property
+    def paths(self) -> tuple[Path, Path] | None:
+        if self.hatexplain_dir is None:
+            return None
+        return Path(self.hatexplain_dir) / DATASET, Path(self.hatexplain_dir) / DIVISIONS
+
+
+def data_missing(p: Parameters) -> bool:
+    """True (and what to do printed) if the HateXplain files are not there."""
+    paths = p.paths
+    inputs = {"hatexplain_dir": (p.hatexplain_dir, "hatexplain")} if paths is None else {
+        f"hatexplain_dir/{path.name}": (str(path), "hatexplain") for path in paths}
+    return L.missing_data(FIGURE_ID, inputs, "-p hatexplain_dir PATH/TO/HateXplain/Data")
+
+
+@dataclass
+class Prepared:
+    data: HateXplainData
+    tokenizer: Tokenizer
+    train: L.TokenBatch
+    test: L.TokenBatch
+    config: DecoderConfig
+
+
+def encode(posts, tokenizer: Tokenizer, max_length: int) -> L.TokenBatch:
+    """WordPiece tokens of each post (its first ``max_length - 1``: the slot after the last
+    token is the readout), the label, and as rationale the tokens of words that at least
+    half of the rationale-giving annotators marked."""
+    rows, rationales = [], []
+    for post in posts:
+        enc = tokenizer.encode_words(post.tokens)
+        ids, words = enc.ids[:max_length - 1], enc.word_ids[:max_length - 1]
+        rows.append(ids)
+        rationales.append([post.rationale[w] >= 0.5 for w in words])
+    width = min(max_length, max(len(r) for r in rows) + 1)
+    return L.padded_batch(rows, width, tokenizer.pad_id, labels=[p.label for p in posts],
+                          rationale=rationales)
+
+
+def prepare(p: Parameters) -> Prepared:
+    """Load and check the data, train the tokenizer on the training posts, encode both
+    splits: everything that can fail on bad data fails here, before any training."""
+    data = load_hatexplain(*p.paths)
+    train_posts = data.train[:p.train_limit] if p.train_limit else data.train
+    if not train_posts or not data.test:
+        raise ValueError(f"{p.paths[1]}: expected posts with a majority label in train and "
+                         f"test, got {len(train_posts)} and {len(data.test)}")
+    tokenizer = train_wordpiece([post.tokens for post in train_posts], vocab_size=p.vocab_size)
+    config = DecoderConfig(vocab_size=tokenizer.vocab_size, max_len=p.max_length,
+                           d_model=p.d_model, n_heads=p.n_heads, d_head=p.d_head, d_mlp=p.d_mlp,
+                           n_layers=1, layer_norm="none", n_classes=len(HATEXPLAIN_LABELS),
+                           pad_id=tokenizer.pad_id)
+    return Prepared(data, tokenizer, encode(train_posts, tokenizer, p.max_length),
+                    encode(data.test, tokenizer, p.max_length), config)
+
+
+def describe(prepared: Prepared) -> str:
+    d = prepared.data
+    return (f"posts with a majority label: train {len(prepared.train)}, val {len(d.val)}, test "
+            f"{len(d.test)}; {d.no_majority} posts without a majority dropped; WordPiece "
+            f"vocabulary {prepared.tokenizer.vocab_size}; test posts with a rationale "
+            f"{int(prepared.test.rationale.any(1).sum())}")
+
+
+def run(p: Parameters, prepared: Prepared, progress: bool = True):
+    """Both conditions for every seed: (rows, heatmaps, runs), see
+    :func:`qkov.language.pipelines.run_classifier`."""
+    base = {"optimizer": "adamw", "lr": p.lr, "weight_decay": p.weight_decay, "epochs": p.epochs,
+            "batch_size": p.batch_size, "schedule": "cosine",
+            "warmup_fraction": p.warmup_fraction, "grad_clip": p.grad_clip}
+    return L.run_classifier(prepared.config, prepared.train, prepared.test, p.seeds, base,
+                            p.qk_multiplier, p.embedding_multiplier, p.device, p.top_fraction,
+                            progress=progress)
+
+
+SHOWN = ["accuracy", "attention_rollout", "attention_layer_mean", "attention_layer_max",
+         "comprehensiveness", "sufficiency"]
+
+
+def plot(rows, heatmaps, top_fraction: float = 0.05):
+    return L.plot_classifier(rows, heatmaps, top_fraction=top_fraction, title="HateXplain (paper section 5): faster QK vs "
+                                             "matched learning rates, test split")
+
+
+def tables(heatmaps, runs) -> dict:
+    """Extra CSV files of the artifacts: the heatmaps."""
+    return {"heatmaps.csv": L.heatmap_rows(heatmaps)}

@@ -1,0 +1,298 @@
+"""language-squad: the paper's generative question answering experiment (section 5) on SQuAD
+2.0 - a six-layer pre-LN decoder (d_model 300, 6 heads, GloVe-300 initialised token
+embeddings) reads "Q: <question> C: <context> A:" and writes the answer; it is trained on the
+answer tokens only (AdamW, one-cycle schedule), faster QK (``W_Q``, ``W_K`` at 20x the base
+learning rate) against matched learning rates, seeds 1234-1238. Measured on the answerable
+dev questions: token F1 and exact match of the greedy answer (the official SQuAD scoring,
+best over the gold answers), and the attention from the last prompt token - the position
+that writes the answer's first token - on the answer's span in the context.
+
+Tokens: a byte-level BPE of GPT-2's size trained on the training questions, contexts and
+answers (:func:`qkov.language.tokenizers.train_byte_bpe`), not GPT-2's own merges. Examples
+longer than ``max_length`` tokens (256, the paper's) are left out and counted. Where the
+paper is silent (learning rate, epochs, batch size, MLP width, warmup share) the defaults are
+the companion's choices, stated in the book. Without the data (the notebook's default) the
+notebook says where to get it and what to run, and trains nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .. import seeding
+from ..language import pipelines as L
+from ..language.data import SquadData, load_glove, load_squad
+from ..language.metrics import (ATTENTION_METHODS, attention_probability_heatmap,
+                                rationale_attention_mass, squad_scores)
+from ..language.models import Decoder, DecoderConfig
+from ..language.tokenizers import GPT2_VOCAB_SIZE, Tokenizer, train_byte_bpe
+from ..language.train import resolve_device, train_language_model
+from ..params import FigureParameters, integer, number, optional_path, parameter, seed_list
+from ..plotting import house_style, new_figure
+
+FIGURE_ID = "language-squad"
+# Its data cannot be downloaded on the project's machines: the notebook is in the book but
+# not in the pipeline's FIGURE_JOBS, and is stored as run without data (no figure).
+NEEDS_DOWNLOAD = True
+
+
+@dataclass(frozen=True)
+class Parameters(FigureParameters):
+    """The notebook's parameters (defaults: the paper's SQuAD setup where stated)."""
+
+    squad_train: str | None = parameter(None, optional_path)  # train-v2.0.json
+    squad_dev: str | None = parameter(None, optional_path)  # dev-v2.0.json (evaluation)
+    glove_path: str | None = parameter(None, optional_path)  # glove.840B.300d.txt (d_model wide)
+    seeds: list = parameter([1234, 1235, 1236, 1237, 1238], seed_list)
+    qk_multiplier: float = parameter(20.0, number, above=0)  # faster QK: W_Q, W_K lr multiple
+    lr: float = parameter(3e-4, number, above=0)  # AdamW peak learning rate (not stated)
+    weight_decay: float = parameter(0.01, number, at_least=0)  # torch's AdamW default
+    epochs: int = parameter(3, integer, minimum=1)  # not stated
+    batch_size: int = parameter(32, integer, minimum=1)  # not stated
+    warmup_fraction: float = parameter(0.3, number, at_least=0, below=1)  # one-cycle rise
+    grad_clip: float = parameter(1.0, number, above=0)
+    max_length: int = parameter(256, integer, minimum=8)  # prompt + answer tokens
+    max_answer_tokens: int = parameter(30, integer, minimum=1)  # greedy decoding budget
+    vocab_size: int = parameter(GPT2_VOCAB_SIZE, integer, minimum=300)  # byte-level BPE
+    d_model: int = parameter(300, integer, minimum=1)  # = the GloVe vectors' width
+    n_heads: int = parameter(6, integer, minimum=1)
+    d_head: int = parameter(50, integer, minimum=1)
+    d_mlp: int = parameter(1200, integer, minimum=0)  # not stated: 4 d_model
+    n_layers: int = parameter(6, integer, minimum=1)
+    train_limit: int | None = parameter(None, L.optional_count)  # first N answerable questions
+    eval_limit: int | None = parameter(None, L.optional_count)  # first N dev questions
+    device: str = parameter("auto", L.device_name)
+    artifacts_dir: str | None = parameter(None, optional_path)
+
+
+def data_missing(p: Parameters) -> bool:
+    """True (and what to do printed) if a SQuAD file or the GloVe vectors are not there."""
+    return L.missing_data(
+        FIGURE_ID, {"squad_train": (p.squad_train, "squad"), "squad_dev": (p.squad_dev, "squad"),
+                    "glove_path": (p.glove_path, "glove")},
+        "-p squad_train PATH/train-v2.0.json -p squad_dev PATH/dev-v2.0.json "
+        "-p glove_path PATH/glove.840B.300d.txt")
+
+
+def prompt_text(question: str, context: str) -> tuple[str, int]:
+    """The prompt and where the context starts in it."""
+    prefix = f"Q: {question} C: "
+    return f"{prefix}{context} A:", len(prefix)
+
+
+@dataclass
+class Encoded:
+    prompts: list[list[int]]
+    spans: list[list[bool]]  # per prompt token: inside the answer's span in the context
+    answers: list[list[int]]  # the answer's tokens and [EOS]
+    golds: list[list[str]]
+    too_long: int
+
+
+def encode(examples, tokenizer: Tokenizer, max_length: int, answer_room: bool) -> Encoded:
+    """Prompt tokens, answer-span marks and answer tokens of each example that fits:
+    prompt + answer within ``max_length`` (training, ``answer_room`` False), or the prompt
+    with room for at least one generated token (evaluation)."""
+    out = Encoded([], [], [], [], 0)
+    for ex in examples:
+        prompt, offset = prompt_text(ex.question, ex.context)
+        enc = tokenizer.encode(prompt)
+        start = offset + ex.answer_start
+        end = start + len(ex.answer)
+        answer = tokenizer.encode(" " + ex.answer).ids + [tokenizer.eos_id]
+        needed = len(enc.ids) + (1 if answer_room else len(answer))
+        if needed > max_length:
+            out.too_long += 1
+            continue
+        out.prompts.append(enc.ids)
+        out.spans.append([a < end and b > start for a, b in enc.offsets])
+        out.answers.append(answer)
+        out.golds.append(ex.answers)
+    return out
+
+
+@dataclass
+class Prepared:
+    train_data: SquadData
+    dev_data: SquadData
+    tokenizer: Tokenizer
+    train: L.TokenBatch
+    prompts: L.TokenBatch  # dev prompts; rationale = the answer span; labels = first answer token
+    golds: list[list[str]]
+    train_too_long: int
+    dev_too_long: int
+    embedding: torch.Tensor  # [vocab, d_model] GloVe rows (zeros where not found)
+    found: torch.Tensor  # [vocab] bool
+    config: DecoderConfig
+
+
+def prepare(p: Parameters) -> Prepared:
+    """Load and check SQuAD and GloVe, train the tokenizer on the training split, encode:
+    everything that can fail on bad data fails before any training."""
+    train_data = load_squad(p.squad_train, p.train_limit)
+    dev_data = load_squad(p.squad_dev, p.eval_limit)
+    if not train_data.examples or not dev_data.examples:
+        raise ValueError(f"{p.squad_train}, {p.squad_dev}: expected answerable questions in "
+                         f"both, got {len(train_data.examples)} and {len(dev_data.examples)}")
+    texts = (t for ex in train_data.examples for t in (ex.question, ex.context, " " + ex.answer))
+    tokenizer = train_byte_bpe(texts, vocab_size=p.vocab_size)
+    glove = load_glove(p.glove_path, tokenizer.token_words(), dim=p.d_model)
+
+    train = encode(train_data.examples, tokenizer, p.max_length, answer_room=False)
+    dev = encode(dev_data.examples, tokenizer, p.max_length, answer_room=True)
+    if not train.prompts or not dev.prompts:
+        raise ValueError(f"no training or dev question fits max_length={p.max_length}")
+    rows = [q + a for q, a in zip(train.prompts, train.answers)]
+    train_batch = L.padded_batch(
+        rows, max(map(len, rows)), tokenizer.pad_id,
+        loss_mask=[[False] * len(q) + [True] * len(a) for q, a in zip(train.prompts, train.answers)],
+        rationale=[s + [False] * len(a) for s, a in zip(train.spans, train.answers)])
+    prompts = L.padded_batch(dev.prompts, max(map(len, dev.prompts)), tokenizer.pad_id,
+                             labels=[a[0] for a in dev.answers], rationale=dev.spans)
+    config = DecoderConfig(vocab_size=tokenizer.vocab_size, max_len=p.max_length,
+                           d_model=p.d_model, n_heads=p.n_heads, d_head=p.d_head, d_mlp=p.d_mlp,
+                           n_layers=p.n_layers, layer_norm="pre", n_classes=None,
+                           pad_id=tokenizer.pad_id)
+    return Prepared(train_data, dev_data, tokenizer, train_batch, prompts, dev.golds,
+                    train.too_long, dev.too_long, torch.from_numpy(glove.vectors),
+                    torch.from_numpy(glove.found), config)
+
+
+def describe(prepared: Prepared) -> str:
+    return (f"answerable questions: train {len(prepared.train)} "
+            f"({prepared.train_too_long} longer than max_length left out, "
+            f"{prepared.train_data.unanswerable} unanswerable skipped), dev {len(prepared.prompts)} "
+            f"({prepared.dev_too_long} left out, {prepared.dev_data.unanswerable} unanswerable "
+            f"skipped); byte-level BPE vocabulary {prepared.tokenizer.vocab_size}, of which "
+            f"{int(prepared.found.sum())} tokens have a GloVe vector")
+
+
+@torch.no_grad()
+def generate(model: Decoder, prompts: L.TokenBatch, max_new: int, eos_id: int,
+             batch_size: int = 128) -> list[list[int]]:
+    """Greedy answers: per prompt, up to ``max_new`` tokens (fewer where the model's
+    ``max_len`` ends first), stopped at ``eos_id`` (not included)."""
+    model.eval()
+    device = next(model.parameters()).device
+    answers = []
+    for chunk in prompts.batches(batch_size):
+        chunk = chunk.to(device)
+        lengths = chunk.attention_mask.sum(1)
+        width = min(int(lengths.max()) + max_new, model.config.max_len)
+        pad = width - chunk.tokens.shape[1]
+        tokens = torch.nn.functional.pad(chunk.tokens, (0, pad), value=model.config.pad_id)
+        mask = torch.nn.functional.pad(chunk.attention_mask, (0, pad), value=False)
+        start = lengths.clone()
+        done = torch.zeros_like(lengths, dtype=torch.bool)
+        for _ in range(max_new):
+            active = ~done & (lengths < width)
+            if not active.any():
+                break
+            step = model(tokens, mask, readout="last").logits.argmax(-1)
+            rows = active.nonzero().squeeze(1)
+            tokens[rows, lengths[rows]] = step[rows]
+            mask[rows, lengths[rows]] = True
+            lengths[rows] += 1
+            done |= active & (step == eos_id)
+        for r in range(len(chunk)):
+            ids = tokens[r, start[r]:lengths[r]].tolist()
+            answers.append(ids[:ids.index(eos_id)] if eos_id in ids else ids)
+    return answers
+
+
+@torch.no_grad()
+def answer_attention(model: Decoder, prompts: L.TokenBatch, batch_size: int = 128
+                     ) -> dict[str, np.ndarray]:
+    """Per dev prompt: attention from its last token on the answer span (three ways), and
+    the probability it gives the answer's first token."""
+    device = next(model.parameters()).device
+    parts: dict[str, list] = {}
+    for chunk in prompts.batches(batch_size):
+        chunk = chunk.to(device)
+        out = model(chunk.tokens, chunk.attention_mask, readout="last")
+        probs = torch.softmax(out.logits, -1)
+        found = {"probability": probs[torch.arange(len(chunk), device=device), chunk.labels]}
+        for method in ATTENTION_METHODS:
+            found[f"attention_{method}"] = rationale_attention_mass(
+                out.attentions, chunk.rationale, out.readout_index, chunk.attention_mask, method)
+        for name, value in found.items():
+            parts.setdefault(name, []).append(value.double().cpu().numpy())
+    return {name: np.concatenate(values) for name, values in parts.items()}
+
+
+def run(p: Parameters, prepared: Prepared, progress: bool = True):
+    """Both conditions for every seed: (rows, heatmaps, predictions). Heatmaps: attention
+    (rollout) on the answer span against the probability of the answer's first token, all
+    seeds' dev questions pooled; predictions: per run, the first five answers."""
+    device = str(resolve_device(p.device))
+    base = {"optimizer": "adamw", "lr": p.lr, "weight_decay": p.weight_decay, "epochs": p.epochs,
+            "batch_size": p.batch_size, "schedule": "one_cycle",
+            "warmup_fraction": p.warmup_fraction, "grad_clip": p.grad_clip}
+    rows, pooled, predictions = [], {c: ([], []) for c in L.CONDITIONS}, []
+    for seed in p.seeds:
+        for condition, setup in L.setups(base, p.qk_multiplier, 1.0, seed).items():
+            model = Decoder(prepared.config, generator=seeding.init_generator(seed))
+            with torch.no_grad():  # GloVe where the token has a vector, else the random init
+                model.token_embedding.weight[prepared.found] = prepared.embedding[prepared.found]
+            history = train_language_model(model, prepared.train, setup, device=device,
+                                           progress=progress)
+            answers = [prepared.tokenizer.decode(ids).strip() for ids in
+                       generate(model, prepared.prompts, p.max_answer_tokens,
+                                prepared.tokenizer.eos_id)]
+            scores = np.array([squad_scores(a, g) for a, g in zip(answers, prepared.golds)])
+            measured = answer_attention(model, prepared.prompts)
+            row = {"condition": condition, "seed": seed, "train_loss": history.loss[-1],
+                   "exact_match": float(scores[:, 0].mean()), "f1": float(scores[:, 1].mean()),
+                   "n_eval": len(answers)}
+            row.update({f"attention_{m}": float(measured[f"attention_{m}"].mean())
+                        for m in ATTENTION_METHODS})
+            rows.append(row)
+            pooled[condition][0].append(measured["attention_rollout"])
+            pooled[condition][1].append(measured["probability"])
+            predictions += [{"condition": condition, "seed": seed, "answer": a, "gold": g[0]}
+                            for a, g in zip(answers[:5], prepared.golds[:5])]
+    heatmaps = {c: attention_probability_heatmap(np.concatenate(a), np.concatenate(b))
+                for c, (a, b) in pooled.items()}
+    return rows, heatmaps, predictions
+
+
+SHOWN = ["f1", "exact_match", "attention_rollout", "attention_layer_mean", "attention_layer_max"]
+
+
+def plot(rows, heatmaps):
+    """(a) F1 and exact match; (b) attention on the answer span; (c), (d) heatmaps."""
+    with house_style():
+        fig = new_figure(figsize=(12, 7.2))
+        top, bottom = fig.subfigures(2, 1)
+        axes = top.subplots(1, 2, width_ratios=[1, 1.4])
+        L.bars(axes[0], rows, ["f1", "exact_match"], ["token F1", "exact match"])
+        axes[0].set_ylim(0, 1)
+        axes[0].set_title("(a) answers to the dev questions")
+        L.bars(axes[1], rows, [f"attention_{m}" for m in ATTENTION_METHODS],
+               ["rollout", "layer mean", "layer max"])
+        axes[1].set_ylim(0, 1)
+        axes[1].set_title("(b) attention from the last prompt token on the answer span")
+        axes[1].legend(loc="upper right", fontsize=8)
+        for ax, condition, letter in zip(bottom.subplots(1, 2), L.CONDITIONS, "cd"):
+            grid = heatmaps[condition]
+            bins = grid.shape[0]
+            image = ax.imshow(grid, origin="lower", extent=(0, 1, 0, 1), cmap="viridis",
+                              vmin=0, aspect="auto")
+            ax.grid(False)
+            ax.set_xlabel("attention on the answer span (rollout)")
+            ax.set_ylabel("probability of the answer's first token")
+            ax.set_title(f"({letter}) {L.CONDITION_LABELS[condition]}")
+            bottom.colorbar(image, ax=ax, shrink=0.9, label="% of dev questions")
+            ax.set_xticks(np.linspace(0, 1, bins + 1))
+            ax.set_yticks(np.linspace(0, 1, bins + 1))
+        fig.suptitle("SQuAD 2.0, answerable questions (paper section 5): faster QK vs matched "
+                     "learning rates", fontsize=10)
+    return fig
+
+
+def tables(heatmaps, predictions) -> dict:
+    """Extra CSV files of the artifacts: the heatmaps, and the first answers of each run."""
+    return {"heatmaps.csv": L.heatmap_rows(heatmaps), "predictions.csv": predictions}

@@ -1,0 +1,402 @@
+"""Loaders of the paper's real language data: HateXplain, the Linzen et al. (2016) agreement
+TSV, SQuAD v2 and GloVe text vectors.
+
+None of these data sets can be downloaded on the project's machines; a reader downloads them
+(the book's "Real-data pipelines" page says where) and passes their paths to the notebooks.
+Each loader reads the whole file and checks it before returning plain records, so a
+malformed file fails at once, before any training, with a :class:`DataError` naming the
+file, the record (post id, line number, question id or JSON position) and what was expected.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+
+class DataError(ValueError):
+    """A data file is missing or malformed: names the file, the record and what was expected."""
+
+    def __init__(self, path: str | Path, where: str | None, expected: str):
+        self.path, self.where = str(path), where
+        super().__init__(f"{path}: {where}: {expected}" if where else f"{path}: {expected}")
+
+
+def _read_json(path: str | Path) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, None, "no such file")
+    try:
+        with path.open(encoding="utf-8") as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as err:
+        # A truncated download ends the document early: say where the parser stopped.
+        raise DataError(path, f"line {err.lineno} column {err.colno} (char {err.pos})",
+                        f"expected valid JSON ({err.msg})") from None
+    except UnicodeDecodeError as err:
+        raise DataError(path, f"byte {err.start}", "expected UTF-8 text") from None
+
+
+def _field(path, where: str, record: Any, name: str, kind: type | tuple[type, ...]) -> Any:
+    """``record[name]``, which must exist and be of ``kind``."""
+    if not isinstance(record, dict):
+        raise DataError(path, where, f"expected an object, got {type(record).__name__}")
+    if name not in record:
+        raise DataError(path, where, f"missing field {name!r}")
+    value = record[name]
+    if not isinstance(value, kind) or isinstance(value, bool) and bool not in _kinds(kind):
+        names = " or ".join(k.__name__ for k in _kinds(kind))
+        raise DataError(path, where, f"field {name!r}: expected {names}, got {value!r:.80}")
+    return value
+
+
+def _kinds(kind) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+# --- HateXplain ---------------------------------------------------------------------------
+
+HATEXPLAIN_LABELS = ("hatespeech", "normal", "offensive")  # the dataset's classes.npy order
+HATEXPLAIN_SPLITS = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class HateXplainPost:
+    post_id: str
+    tokens: list[str]  # the post's words (``post_tokens``)
+    label: int  # index into HATEXPLAIN_LABELS: the annotators' majority
+    rationale: list[float]  # per word: the fraction of rationale-giving annotators marking it
+
+
+@dataclass(frozen=True)
+class HateXplainData:
+    train: list[HateXplainPost]
+    val: list[HateXplainPost]
+    test: list[HateXplainPost]
+    no_majority: int  # posts of the split file without a majority label: dropped
+    labels: tuple[str, ...] = HATEXPLAIN_LABELS
+
+    def counts(self) -> dict[str, int]:
+        return {name: len(getattr(self, name)) for name in HATEXPLAIN_SPLITS}
+
+
+def hatexplain_post(path, key: str, entry: Any) -> HateXplainPost | None:
+    """One entry of ``dataset.json`` checked; None if its annotators have no majority label.
+
+    As in the dataset's own code, the label is the one more than half the annotators gave
+    (with the usual three annotators: at least two), and the rationale is the average of the
+    annotators' 0/1 vectors (normal posts have none: all zeros).
+    """
+    where = f"post {key!r}"
+    tokens = _field(path, where, entry, "post_tokens", list)
+    if not all(isinstance(t, str) for t in tokens):
+        raise DataError(path, where, "field 'post_tokens': expected a list of strings")
+    if not tokens:
+        raise DataError(path, where, "field 'post_tokens': expected at least one token")
+    post_id = _field(path, where, entry, "post_id", str)
+    if post_id != key:
+        raise DataError(path, where, f"field 'post_id': expected {key!r} (its key), got {post_id!r}")
+    annotators = _field(path, where, entry, "annotators", list)
+    if not annotators:
+        raise DataError(path, where, "field 'annotators': expected at least one annotator")
+    given = []
+    for k, annotator in enumerate(annotators):
+        label = _field(path, f"{where}, annotator {k}", annotator, "label", str)
+        if label.lower() not in HATEXPLAIN_LABELS:
+            raise DataError(path, f"{where}, annotator {k}",
+                            f"field 'label': expected one of {', '.join(HATEXPLAIN_LABELS)}, "
+                            f"got {label!r}")
+        given.append(label.lower())
+    rationales = _field(path, where, entry, "rationales", list)
+    for k, vector in enumerate(rationales):
+        if not isinstance(vector, list) or len(vector) != len(tokens):
+            length = len(vector) if isinstance(vector, list) else type(vector).__name__
+            raise DataError(path, f"{where}, rationale {k}",
+                            f"expected one 0/1 per post token ({len(tokens)}), got {length}")
+        if any(v not in (0, 1) or isinstance(v, bool) for v in vector):
+            raise DataError(path, f"{where}, rationale {k}", "expected values 0 or 1")
+    label, votes = Counter(given).most_common(1)[0]
+    if votes * 2 <= len(given):
+        return None
+    if rationales:
+        rationale = [float(x) for x in np.mean(np.array(rationales, dtype=float), axis=0)]
+    else:
+        rationale = [0.0] * len(tokens)
+    return HateXplainPost(key, list(tokens), HATEXPLAIN_LABELS.index(label), rationale)
+
+
+def load_hatexplain(dataset: str | Path, divisions: str | Path) -> HateXplainData:
+    """HateXplain's ``dataset.json`` and ``post_id_divisions.json``, checked, as train, val
+    and test posts. Every post of the dataset is checked (a malformed post anywhere is an
+    error); posts the split file lists without a majority label are dropped and counted
+    (the dataset's own code drops them too: "undecided")."""
+    data = _read_json(dataset)
+    if not isinstance(data, dict):
+        raise DataError(dataset, None, "expected a JSON object of posts keyed by post id")
+    posts = {key: hatexplain_post(dataset, key, entry) for key, entry in data.items()}
+    split_ids = _read_json(divisions)
+    if not isinstance(split_ids, dict):
+        raise DataError(divisions, None, "expected a JSON object with lists train, val, test")
+    splits, no_majority = {}, 0
+    for name in HATEXPLAIN_SPLITS:
+        ids = _field(divisions, f"split {name!r}", split_ids, name, list)
+        chosen = []
+        for k, post_id in enumerate(ids):
+            if post_id not in posts:
+                raise DataError(divisions, f"split {name!r}, item {k}",
+                                f"expected a post id of {Path(dataset).name}, got {post_id!r}")
+            if posts[post_id] is None:
+                no_majority += 1
+            else:
+                chosen.append(posts[post_id])
+        splits[name] = chosen
+    return HateXplainData(**splits, no_majority=no_majority)
+
+
+# --- Linzen et al. (2016) subject-verb agreement -----------------------------------------
+
+# The columns of agr_50_mostcommon_10K.tsv that the loader reads (the file has more:
+# pos_sentence, has_rel, has_nsubj, last_intervening, distance, max_depth, all_nouns,
+# nouns_up_to_verb); indices are 1-based word positions, as in the file.
+AGREEMENT_COLUMNS = ("sentence", "orig_sentence", "subj", "verb", "subj_pos", "verb_pos",
+                     "subj_index", "verb_index", "n_intervening", "n_diff_intervening")
+AGREEMENT_LABELS = ("VBZ", "VBP")  # singular, plural present-tense verb
+
+
+@dataclass(frozen=True)
+class AgreementExample:
+    line: int  # line of the TSV file (the header is line 1)
+    words: list[str]  # ``sentence`` (rare words replaced by their POS tag) before the verb
+    label: int  # index into AGREEMENT_LABELS, from ``verb_pos``
+    subject_index: int  # 0-based position of the subject in ``words``
+    verb_index: int  # 0-based position of the verb: len(words), where the model reads out
+    n_intervening: int  # nouns between subject and verb
+    n_diff_intervening: int  # of those, nouns of the other number (attractors)
+
+
+@dataclass(frozen=True)
+class AgreementData:
+    train: list[AgreementExample]
+    test: list[AgreementExample]
+
+
+def agreement_example(path, line: int, row: dict[str, str]) -> AgreementExample:
+    where = f"line {line}"
+
+    def integer(name: str) -> int:
+        try:
+            return int(row[name])
+        except ValueError:
+            raise DataError(path, where, f"column {name!r}: expected an integer, "
+                                         f"got {row[name]!r}") from None
+
+    verb_pos = row["verb_pos"]
+    if verb_pos not in AGREEMENT_LABELS:
+        raise DataError(path, where, f"column 'verb_pos': expected VBZ or VBP, got {verb_pos!r}")
+    sentence, original = row["sentence"].split(), row["orig_sentence"].split()
+    subj, verb = integer("subj_index"), integer("verb_index")
+    if len(sentence) != len(original):
+        raise DataError(path, where, f"columns 'sentence' and 'orig_sentence': expected the "
+                                     f"same number of words, got {len(sentence)} and "
+                                     f"{len(original)}")
+    if not 1 <= subj < verb <= len(sentence):
+        raise DataError(path, where, f"columns 'subj_index', 'verb_index': expected "
+                                     f"1 <= subj_index < verb_index <= {len(sentence)} (words), "
+                                     f"got {subj} and {verb}")
+    for name, index in (("subj", subj), ("verb", verb)):
+        if original[index - 1] != row[name]:
+            raise DataError(path, where, f"column {name!r}: expected word {index} of "
+                                         f"'orig_sentence' ({original[index - 1]!r}), "
+                                         f"got {row[name]!r}")
+    return AgreementExample(line, sentence[:verb - 1], AGREEMENT_LABELS.index(verb_pos),
+                            subj - 1, verb - 1, integer("n_intervening"),
+                            integer("n_diff_intervening"))
+
+
+def load_agreement(path: str | Path, train_fraction: float = 0.1, seed: int = 1234,
+                   limit: int | None = None) -> AgreementData:
+    """The agreement TSV (``agr_50_mostcommon_10K.tsv``), checked, split at random (seeded)
+    into ``train_fraction`` for training (Linzen et al.: 10%) and the rest for testing.
+
+    The task is theirs ("predict the verb's number"): the input is ``sentence`` up to the
+    verb, the label ``verb_pos``. ``limit``: read only the first ``limit`` examples (tests,
+    quick runs). The file is written by Python's ``csv`` (tab-separated, fields with quotes
+    quoted), so it is read the same way.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, None, "no such file")
+    if not 0 < train_fraction < 1:
+        raise ValueError(f"train_fraction: expected a number in (0, 1), got {train_fraction!r}")
+    examples = []
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.reader(handle, delimiter="\t")
+        header = next(reader, None)
+        if header is None:
+            raise DataError(path, "line 1", "expected a header row, the file is empty")
+        missing = [name for name in AGREEMENT_COLUMNS if name not in header]
+        if missing:
+            raise DataError(path, "line 1 (header)", f"missing column(s) {', '.join(missing)}")
+        for row in reader:
+            line = reader.line_num
+            if not row:
+                continue
+            if len(row) != len(header):
+                raise DataError(path, f"line {line}", f"expected {len(header)} tab-separated "
+                                                      f"fields (as the header), got {len(row)}")
+            examples.append(agreement_example(path, line, dict(zip(header, row))))
+            if limit is not None and len(examples) >= limit:
+                break
+    if len(examples) < 2:
+        raise DataError(path, None, f"expected at least 2 examples, got {len(examples)}")
+    order = list(range(len(examples)))
+    random.Random(seed).shuffle(order)
+    n_train = min(max(1, round(train_fraction * len(examples))), len(examples) - 1)
+    return AgreementData([examples[i] for i in order[:n_train]],
+                         [examples[i] for i in order[n_train:]])
+
+
+# --- SQuAD v2 ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SquadExample:
+    question_id: str
+    title: str
+    question: str
+    context: str
+    answers: list[str]  # every given answer (the dev set has several); scored against all
+    answer_start: int  # character offset of answers[0] in the context: the training target
+
+    @property
+    def answer(self) -> str:
+        return self.answers[0]
+
+
+@dataclass(frozen=True)
+class SquadData:
+    examples: list[SquadExample]  # answerable questions, in file order
+    unanswerable: int  # questions with is_impossible true: skipped
+
+
+def load_squad(path: str | Path, limit: int | None = None) -> SquadData:
+    """A SQuAD v2 JSON file (``train-v2.0.json``, ``dev-v2.0.json``), checked: its answerable
+    questions. ``is_impossible`` may be absent (SQuAD v1.1 files): answerable. Every answer's
+    ``answer_start`` must point at its text in the context. ``limit``: keep the first
+    ``limit`` answerable questions (the file is still read whole)."""
+    doc = _read_json(path)
+    data = _field(path, "top level", doc, "data", list)
+    examples, unanswerable = [], 0
+    for a, article in enumerate(data):
+        title = _field(path, f"data[{a}]", article, "title", str)
+        for p, paragraph in enumerate(_field(path, f"data[{a}]", article, "paragraphs", list)):
+            where = f"data[{a}].paragraphs[{p}]"
+            context = _field(path, where, paragraph, "context", str)
+            for q, qa in enumerate(_field(path, where, paragraph, "qas", list)):
+                qid = _field(path, f"{where}.qas[{q}]", qa, "id", str)
+                where_q = f"question {qid!r}"
+                question = _field(path, where_q, qa, "question", str)
+                impossible = qa.get("is_impossible", False) if isinstance(qa, dict) else False
+                if not isinstance(impossible, bool):
+                    raise DataError(path, where_q, f"field 'is_impossible': expected true or "
+                                                   f"false, got {impossible!r}")
+                answers = _field(path, where_q, qa, "answers", list)
+                if impossible:
+                    unanswerable += 1
+                    continue
+                if not answers:
+                    raise DataError(path, where_q, "field 'answers': expected at least one "
+                                                   "answer (is_impossible is false)")
+                texts = []
+                for k, answer in enumerate(answers):
+                    text = _field(path, f"{where_q}, answer {k}", answer, "text", str)
+                    start = _field(path, f"{where_q}, answer {k}", answer, "answer_start", int)
+                    if context[start:start + len(text)] != text or not text:
+                        raise DataError(path, f"{where_q}, answer {k}",
+                                        f"expected answer_start {start} to point at the answer "
+                                        f"{text!r} in the context, found "
+                                        f"{context[start:start + len(text)]!r}")
+                    texts.append(text)
+                examples.append(SquadExample(qid, title, question, context, texts,
+                                             answers[0]["answer_start"]))
+                if limit is not None and len(examples) >= limit:
+                    return SquadData(examples, unanswerable)
+    return SquadData(examples, unanswerable)
+
+
+# --- GloVe --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GloveVectors:
+    vectors: np.ndarray  # (len(words), dim) float32; zeros where a word has no vector
+    found: np.ndarray  # (len(words),) bool
+    words: list[str] = field(repr=False)
+
+    @property
+    def coverage(self) -> int:
+        """How many of the requested words have a vector."""
+        return int(self.found.sum())
+
+
+def load_glove(path: str | Path, words: Sequence[str], dim: int = 300) -> GloveVectors:
+    """GloVe text vectors (``glove.6B.300d.txt``, ``glove.840B.300d.txt``: ``word v1 ... vD``
+    per line) for ``words``: an exact match first, else the lower-cased word (6B is lower
+    case). Every line is checked (``dim`` numbers after the word), also for words not asked
+    for. In 840B a few words contain spaces (". . ."): the last ``dim`` fields are the
+    vector, the rest is the word, unless the extra fields are numbers (a wrong width).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, None, "no such file")
+    wanted: dict[str, list[int]] = {}
+    for i, word in enumerate(words):
+        wanted.setdefault(word, []).append(i)
+    vectors = np.zeros((len(words), dim), dtype=np.float32)
+    exact = np.zeros(len(words), dtype=bool)
+    lowered = np.zeros(len(words), dtype=bool)
+    lower_index: dict[str, list[int]] = {}
+    for i, word in enumerate(words):
+        lower_index.setdefault(word.lower(), []).append(i)
+    # A stray byte in a word (840B has a few) must not stop the load: such a word matches
+    # no vocabulary entry anyway, and the numbers are ASCII.
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for line_number, line in enumerate(handle, 1):
+            parts = line.rstrip("\n").rstrip(" ").split(" ")
+            if line_number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
+                raise DataError(path, "line 1", "expected GloVe text ('word v1 ... vD'), got a "
+                                                "word2vec header ('count dim')")
+            word_parts = parts[:-dim] if len(parts) > dim else []
+            if not word_parts or len(word_parts) > 1 and all(_is_number(p) for p in word_parts[1:]):
+                raise DataError(path, f"line {line_number}",
+                                f"expected a word and {dim} numbers, got {len(parts) - 1} "
+                                f"fields after {parts[0][:40]!r}")
+            word = " ".join(word_parts)
+            if word not in wanted and word.lower() not in lower_index:
+                continue
+            try:
+                vector = np.array([float(x) for x in parts[-dim:]], dtype=np.float32)
+            except ValueError:
+                raise DataError(path, f"line {line_number}",
+                                f"expected {dim} numbers after {word[:40]!r}") from None
+            for i in wanted.get(word, []):
+                vectors[i], exact[i] = vector, True
+            for i in lower_index.get(word, []) if word == word.lower() else []:
+                if not exact[i] and not lowered[i]:
+                    vectors[i], lowered[i] = vector, True
+    return GloveVectors(vectors, exact | lowered, list(words))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,225 @@
+"""What the language figures measure.
+
+* Attention on rationale tokens from the readout position: :func:`attention_rollout`
+  (Abnar & Zuidema 2020) and the per-layer mean / max in :func:`rationale_attention_mass`.
+* ERASER faithfulness (DeYoung et al. 2020) at the top-k% tokens by a score (the paper: top
+  5% by attention): :func:`comprehensiveness` = p(y|x) - p(y|x without the top tokens),
+  :func:`sufficiency` = p(y|x) - p(y|only the top tokens). As in ERASER, tokens are
+  *removed*: the remaining tokens close up in their original order and the row is padded on
+  the right again (so positions shift, as they do when words are deleted from a text).
+* :func:`attention_probability_heatmap`: the 2-D histogram of attention on the rationale
+  against the predicted probability of the true class.
+* :func:`accuracy`; SQuAD's :func:`normalize_answer`, :func:`token_f1`, :func:`exact_match`
+  and :func:`squad_scores` (the official v2 evaluation: the best over the gold answers).
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import re
+import string
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+ATTENTION_METHODS = ("rollout", "layer_mean", "layer_max")
+
+
+# --- attention on rationales --------------------------------------------------------------
+
+
+def _check_attentions(attentions) -> list[torch.Tensor]:
+    if isinstance(attentions, torch.Tensor):
+        attentions = [attentions]
+    if not attentions or any(a.dim() != 4 or a.shape[0] != attentions[0].shape[0]
+                             or a.shape[2:] != attentions[0].shape[2:] for a in attentions):
+        raise ValueError("attentions: expected a non-empty list of [B, H, T, T] tensors "
+                         "(one B and T for all layers)")
+    return list(attentions)
+
+
+def attention_rollout(attentions: Sequence[torch.Tensor],
+                      attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Attention rollout, [B, T, T]: row t is how much of position t's final representation
+    flows from each input position.
+
+    Per layer the heads are averaged and the identity added for the residual connection,
+    rows renormalised (A' = (mean_h A + I) / 2), and the layers multiplied, the last on the
+    left: R = A'_L ... A'_1. With ``attention_mask``, the flow into padding positions (the
+    readout's own pad slot, say) is dropped and each row renormalised over the real tokens.
+    """
+    attentions = _check_attentions(attentions)
+    B, _, T, _ = attentions[0].shape
+    eye = torch.eye(T, dtype=attentions[0].dtype, device=attentions[0].device)
+    rollout = eye.expand(B, T, T)
+    for layer in attentions:
+        mixed = layer.mean(1) + eye
+        mixed = mixed / mixed.sum(-1, keepdim=True)
+        rollout = mixed @ rollout
+    if attention_mask is not None:
+        if attention_mask.shape != (B, T):
+            raise ValueError(f"attention_mask: expected shape {(B, T)}, got {tuple(attention_mask.shape)}")
+        rollout = rollout * attention_mask[:, None, :]
+        rollout = rollout / rollout.sum(-1, keepdim=True).clamp_min(1e-30)
+    return rollout
+
+
+def rationale_attention_mass(attentions: Sequence[torch.Tensor], rationale_mask: torch.Tensor,
+                             readout_index: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                             method: str = "rollout") -> torch.Tensor:
+    """Attention mass from the readout position on the rationale tokens, [B].
+
+    "rollout": the readout row of :func:`attention_rollout` (padding dropped if
+    ``attention_mask`` is given); "layer_mean": each layer's head-averaged attention from
+    the readout position summed over the rationale, then averaged over layers; "layer_max":
+    the same, the largest over layers.
+    """
+    attentions = _check_attentions(attentions)
+    if method not in ATTENTION_METHODS:
+        raise ValueError(f"method: expected one of {ATTENTION_METHODS}, got {method!r}")
+    B, _, T, _ = attentions[0].shape
+    if rationale_mask.shape != (B, T):
+        raise ValueError(f"rationale_mask: expected shape {(B, T)}, got {tuple(rationale_mask.shape)}")
+    if readout_index.shape != (B,):
+        raise ValueError(f"readout_index: expected shape {(B,)}, got {tuple(readout_index.shape)}")
+    rows = torch.arange(B, device=readout_index.device)
+    weight = rationale_mask.to(attentions[0].dtype)
+    if method == "rollout":
+        return (attention_rollout(attentions, attention_mask)[rows, readout_index] * weight).sum(-1)
+    per_layer = torch.stack([(a.mean(1)[rows, readout_index] * weight).sum(-1) for a in attentions])
+    return per_layer.mean(0) if method == "layer_mean" else per_layer.max(0).values
+
+
+# --- ERASER comprehensiveness and sufficiency --------------------------------------------
+
+
+def top_fraction_mask(scores: torch.Tensor, attention_mask: torch.Tensor,
+                      fraction: float = 0.05) -> torch.Tensor:
+    """[B, T] bool: per row, the ceil(``fraction`` x real tokens) real tokens with the highest
+    ``scores`` (at least one; ties broken towards the earlier position)."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction: expected a number in (0, 1], got {fraction!r}")
+    if scores.shape != attention_mask.shape:
+        raise ValueError(f"scores: expected shape {tuple(attention_mask.shape)}, got "
+                         f"{tuple(scores.shape)}")
+    B, T = scores.shape
+    k = torch.ceil(fraction * attention_mask.sum(1).to(torch.float64)).long().clamp(min=1)
+    # Stable descending order over real tokens; padding sorts last.
+    masked = scores.to(torch.float64).masked_fill(~attention_mask, -math.inf)
+    order = torch.sort(masked, dim=1, descending=True, stable=True).indices
+    rank = torch.empty_like(order)
+    rank.scatter_(1, order, torch.arange(T, device=scores.device).expand(B, T))
+    return (rank < k[:, None]) & attention_mask
+
+
+def keep_tokens(tokens: torch.Tensor, attention_mask: torch.Tensor, keep: torch.Tensor,
+                pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Remove every real token where ``keep`` is False: the kept tokens close up in order and
+    the rows are padded with ``pad_id`` on the right (width unchanged). Returns
+    (tokens, attention_mask)."""
+    keep = keep & attention_mask
+    order = torch.sort((~keep).to(torch.int8), dim=1, stable=True).indices  # kept first, in order
+    new_tokens = tokens.gather(1, order)
+    new_mask = keep.gather(1, order)
+    return new_tokens.masked_fill(~new_mask, pad_id), new_mask
+
+
+ProbabilityFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _true_class_probability(predict_proba: ProbabilityFn, tokens, mask, labels) -> torch.Tensor:
+    probs = predict_proba(tokens, mask)
+    return probs.gather(1, labels[:, None]).squeeze(1)
+
+
+def comprehensiveness(predict_proba: ProbabilityFn, tokens: torch.Tensor,
+                      attention_mask: torch.Tensor, labels: torch.Tensor, scores: torch.Tensor,
+                      fraction: float = 0.05, pad_id: int = 0) -> torch.Tensor:
+    """p(y|x) - p(y|x with its top-``fraction`` tokens by ``scores`` removed), [B].
+    ``predict_proba(tokens, attention_mask)`` returns class probabilities [B, C]; ``labels``
+    is the class y scored (the true class, as the paper)."""
+    top = top_fraction_mask(scores, attention_mask, fraction)
+    full = _true_class_probability(predict_proba, tokens, attention_mask, labels)
+    rest = _true_class_probability(predict_proba, *keep_tokens(tokens, attention_mask, ~top, pad_id),
+                                   labels)
+    return full - rest
+
+
+def sufficiency(predict_proba: ProbabilityFn, tokens: torch.Tensor, attention_mask: torch.Tensor,
+                labels: torch.Tensor, scores: torch.Tensor, fraction: float = 0.05,
+                pad_id: int = 0) -> torch.Tensor:
+    """p(y|x) - p(y|only the top-``fraction`` tokens by ``scores``), [B] (lower: the top
+    tokens suffice)."""
+    top = top_fraction_mask(scores, attention_mask, fraction)
+    full = _true_class_probability(predict_proba, tokens, attention_mask, labels)
+    only = _true_class_probability(predict_proba, *keep_tokens(tokens, attention_mask, top, pad_id),
+                                   labels)
+    return full - only
+
+
+# --- heatmaps and accuracy ----------------------------------------------------------------
+
+
+def attention_probability_heatmap(attention_mass, probability, bins=5) -> np.ndarray:
+    """[bins, bins] percent of examples; rows: probability of the true class (low to high),
+    columns: attention mass on the rationale (low to high); both binned on [0, 1] (``bins``
+    equal bins, or the bin edges). A value of exactly 1.0 falls in the last bin."""
+    attention = np.asarray(attention_mass, dtype=float).ravel()
+    probability = np.asarray(probability, dtype=float).ravel()
+    if attention.shape != probability.shape or attention.size == 0:
+        raise ValueError(f"attention_mass and probability: expected equal non-empty lengths, got "
+                         f"{attention.size} and {probability.size}")
+    edges = np.linspace(0.0, 1.0, bins + 1) if np.isscalar(bins) else np.asarray(bins, float)
+    counts, _, _ = np.histogram2d(probability, attention, bins=[edges, edges])
+    return 100.0 * counts / attention.size
+
+
+def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
+    """Share of rows whose largest logit is at the label."""
+    if logits.shape[:1] != labels.shape or labels.numel() == 0:
+        raise ValueError(f"logits {tuple(logits.shape)} and labels {tuple(labels.shape)}: "
+                         "expected one non-empty row per label")
+    return float((logits.argmax(-1) == labels).double().mean())
+
+
+# --- SQuAD --------------------------------------------------------------------------------
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_PUNCTUATION = set(string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """The official SQuAD normalisation: lower case, punctuation removed, the articles a /
+    an / the removed, whitespace collapsed."""
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in _PUNCTUATION)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def exact_match(prediction: str, gold: str) -> float:
+    return float(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def token_f1(prediction: str, gold: str) -> float:
+    """F1 of the normalised tokens (bag of words). As SQuAD v2's script: if either side is
+    empty (no answer), 1 when both are, else 0."""
+    pred, true = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    if not pred or not true:
+        return float(pred == true)
+    common = collections.Counter(pred) & collections.Counter(true)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(true)
+    return 2 * precision * recall / (precision + recall)
+
+
+def squad_scores(prediction: str, gold_answers: Sequence[str]) -> tuple[float, float]:
+    """(exact match, F1) of one prediction: the best over its gold answers (SQuAD's
+    ``metric_max_over_ground_truths``; no gold answer counts as the empty answer)."""
+    golds = list(gold_answers) or [""]
+    return (max(exact_match(prediction, g) for g in golds),
+            max(token_f1(prediction, g) for g in golds))

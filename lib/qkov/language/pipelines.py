@@ -1,0 +1,289 @@
+"""Steps the real-data figures share (``language-hatexplain``, ``language-sva``,
+``language-squad``): what to print when the data are not there, token batches from loaded
+records, training faster-QK and matched-learning-rate models over seeds, measuring them and
+drawing the comparison.
+
+Two conditions per seed, from the same initial weights: ``matched`` (every parameter at the
+base learning rate) and ``faster_qk`` (``W_Q``, ``W_K`` - and, where the paper says so, the
+embeddings - at a multiple of it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .. import seeding
+from ..params import ParameterError, integer
+from ..plotting import house_style, new_figure
+from .batches import TokenBatch
+from .metrics import (ATTENTION_METHODS, attention_probability_heatmap, attention_rollout,
+                      comprehensiveness, rationale_attention_mass, sufficiency)
+from .models import Decoder, DecoderConfig
+from .train import TrainingSetup, resolve_device, train_classifier
+
+CONDITIONS = ("matched", "faster_qk")
+CONDITION_LABELS = {"matched": "matched learning rates", "faster_qk": "faster QK"}
+CONDITION_COLORS = {"matched": "#7570b3", "faster_qk": "#d95f02"}
+
+# Where a reader gets each data set (none can be downloaded on the project's machines).
+SOURCES = {
+    "hatexplain": "HateXplain (Mathew et al. 2021): dataset.json and post_id_divisions.json "
+                  "from the Data/ folder of the GitHub repository hate-alert/HateXplain",
+    "agreement": "the Linzen et al. (2016) agreement data agr_50_mostcommon_10K.tsv(.gz): "
+                 "linked from the README of the GitHub repository TalLinzen/rnn_agreement "
+                 "(gunzip it)",
+    "squad": "SQuAD 2.0 (Rajpurkar et al. 2018): train-v2.0.json and dev-v2.0.json from "
+             "rajpurkar.github.io/SQuAD-explorer",
+    "glove": "GloVe vectors (Pennington et al. 2014): glove.840B.300d.txt or glove.6B.300d.txt "
+             "(in glove.6B.zip) from nlp.stanford.edu/projects/glove",
+}
+
+
+def missing_data(figure_id: str, inputs: Mapping[str, tuple[str | None, str]],
+                 example: str) -> bool:
+    """True - and what to get and the command to run printed - if an input is not given or
+    not there. ``inputs``: parameter name -> (its value, key of SOURCES); ``example``: the
+    papermill ``-p`` arguments of a full run."""
+    missing = [(name, value, source) for name, (value, source) in inputs.items()
+               if value is None or not Path(value).exists()]
+    if not missing:
+        return False
+    lines = [f"No data, so nothing is trained or drawn: {figure_id} needs data sets that "
+             "cannot be downloaded on the machines that build this book."]
+    for name, value, source in missing:
+        state = "not given" if value is None else f"{value!r} does not exist"
+        lines.append(f"- {name} ({state}): {SOURCES[source]}")
+    lines += ["Then run, from the repository root (a GPU is recommended: device 'auto' uses "
+              "one when present):",
+              f"  papermill notebooks/{figure_id}.ipynb {figure_id}-run.ipynb {example}"]
+    print("\n".join(lines))
+    return True
+
+
+def padded_batch(rows: Sequence[Sequence[int]], width: int, pad_id: int = 0, *,
+                 labels: Sequence[int] | None = None,
+                 rationale: Sequence[Sequence[bool]] | None = None,
+                 loss_mask: Sequence[Sequence[bool]] | None = None) -> TokenBatch:
+    """Right-padded [N, width] batch of token rows (each at most ``width`` long), with the
+    per-token ``rationale`` / ``loss_mask`` rows (as long as their token rows) if given."""
+    n = len(rows)
+    lengths = np.array([len(row) for row in rows], dtype=np.int64)
+    if n and lengths.max() > width:
+        i = int(lengths.argmax())
+        raise ValueError(f"row {i}: {lengths[i]} tokens, more than the width {width}")
+    mask = np.arange(width)[None, :] < lengths[:, None]
+    # Filled through the mask in one go (row-major order = the rows concatenated).
+    tokens = np.full((n, width), pad_id, dtype=np.int64)
+    tokens[mask] = np.fromiter((t for row in rows for t in row), np.int64, int(lengths.sum()))
+    extra = {}
+    for name, value in (("rationale", rationale), ("loss_mask", loss_mask)):
+        if value is not None:
+            if len(value) != n or any(len(v) != len(r) for v, r in zip(value, rows)):
+                raise ValueError(f"{name}: expected one mark per token of each row")
+            marks = np.zeros((n, width), dtype=bool)
+            marks[mask] = np.fromiter((bool(m) for row in value for m in row), bool,
+                                      int(lengths.sum()))
+            extra[name] = torch.from_numpy(marks)
+    label_tensor = None if labels is None else torch.as_tensor(list(labels), dtype=torch.long)
+    return TokenBatch(tokens=torch.from_numpy(tokens), attention_mask=torch.from_numpy(mask),
+                      labels=label_tensor, **extra)
+
+
+def setups(base: Mapping, qk_multiplier: float, embedding_multiplier: float, seed: int
+           ) -> dict[str, TrainingSetup]:
+    """The two conditions' training setups for one seed."""
+    return {"matched": TrainingSetup(**base, seed=seed),
+            "faster_qk": TrainingSetup(**base, seed=seed, qk_multiplier=qk_multiplier,
+                                       embedding_multiplier=embedding_multiplier)}
+
+
+# --- classifiers: HateXplain and agreement ------------------------------------------------
+
+
+@torch.no_grad()
+def evaluate_classifier(model: Decoder, data: TokenBatch, fraction: float = 0.05,
+                        batch_size: int = 256) -> dict[str, np.ndarray]:
+    """Per test example: correct, probability of the true class, attention mass on the
+    rationale from the readout position (rollout, layer mean, layer max), whether it has a
+    rationale, and ERASER comprehensiveness / sufficiency at the top ``fraction`` tokens by
+    rollout attention from the readout position."""
+    model.eval()
+    device = next(model.parameters()).device
+    pad_id = model.config.pad_id
+
+    def predict_proba(tokens, mask):
+        return torch.softmax(model(tokens, mask, readout="first_pad").logits, -1)
+
+    parts: dict[str, list] = {}
+    for chunk in data.batches(batch_size):
+        chunk = chunk.to(device)
+        out = model(chunk.tokens, chunk.attention_mask, readout="first_pad")
+        probs = torch.softmax(out.logits, -1)
+        rows = torch.arange(len(chunk), device=device)
+        found = {
+            "correct": (probs.argmax(-1) == chunk.labels).float(),
+            "probability": probs[rows, chunk.labels],
+            "has_rationale": chunk.rationale.any(1).float(),
+        }
+        for method in ATTENTION_METHODS:
+            found[f"attention_{method}"] = rationale_attention_mass(
+                out.attentions, chunk.rationale, out.readout_index, chunk.attention_mask, method)
+        scores = attention_rollout(out.attentions, chunk.attention_mask)[rows, out.readout_index]
+        found["comprehensiveness"] = comprehensiveness(
+            predict_proba, chunk.tokens, chunk.attention_mask, chunk.labels, scores, fraction, pad_id)
+        found["sufficiency"] = sufficiency(
+            predict_proba, chunk.tokens, chunk.attention_mask, chunk.labels, scores, fraction, pad_id)
+        for name, value in found.items():
+            parts.setdefault(name, []).append(value.double().cpu().numpy())
+    return {name: np.concatenate(values) for name, values in parts.items()}
+
+
+def classifier_row(condition: str, seed: int, history, measured: Mapping[str, np.ndarray]) -> dict:
+    """One stored row: accuracy, ERASER scores over every test example, attention on the
+    rationale over the examples that have one (HateXplain's normal posts have none)."""
+    with_rationale = measured["has_rationale"] > 0
+    row = {"condition": condition, "seed": seed, "train_loss": history.loss[-1],
+           "accuracy": float(measured["correct"].mean()),
+           "comprehensiveness": float(measured["comprehensiveness"].mean()),
+           "sufficiency": float(measured["sufficiency"].mean()),
+           "n_test": int(len(measured["correct"])), "n_with_rationale": int(with_rationale.sum())}
+    for method in ATTENTION_METHODS:
+        values = measured[f"attention_{method}"][with_rationale]
+        row[f"attention_{method}"] = float(values.mean()) if values.size else math.nan
+    return row
+
+
+def run_classifier(config: DecoderConfig, train: TokenBatch, test: TokenBatch, seeds: Sequence[int],
+                   base_setup: Mapping, qk_multiplier: float, embedding_multiplier: float,
+                   device: str, fraction: float, bins: int = 5,
+                   progress: bool = True):
+    """Train and measure both conditions for every seed. Returns the rows (one per condition
+    and seed), per condition the attention-vs-probability heatmap of all seeds' test
+    examples with a rationale (percent), and per run (condition, seed, the per-example
+    measurements of :func:`evaluate_classifier`)."""
+    device = str(resolve_device(device))
+    rows, runs, pooled = [], [], {c: ([], []) for c in CONDITIONS}
+    for seed in seeds:
+        for condition, setup in setups(base_setup, qk_multiplier, embedding_multiplier,
+                                       seed).items():
+            model = Decoder(config, generator=seeding.init_generator(seed))
+            history = train_classifier(model, train, setup, device=device, progress=progress)
+            measured = evaluate_classifier(model, test, fraction)
+            rows.append(classifier_row(condition, seed, history, measured))
+            runs.append((condition, seed, measured))
+            keep = measured["has_rationale"] > 0
+            pooled[condition][0].append(measured["attention_rollout"][keep])
+            pooled[condition][1].append(measured["probability"][keep])
+    heatmaps = {}
+    for condition, (attention, probability) in pooled.items():
+        attention, probability = np.concatenate(attention), np.concatenate(probability)
+        heatmaps[condition] = (attention_probability_heatmap(attention, probability, bins)
+                               if attention.size else np.zeros((bins, bins)))
+    return rows, heatmaps, runs
+
+
+def heatmap_rows(heatmaps: Mapping[str, np.ndarray]) -> list[dict]:
+    """The heatmaps as table rows (condition, probability bin, attention bin, percent)."""
+    return [{"condition": c, "probability_bin": i, "attention_bin": j, "percent": float(v)}
+            for c, grid in heatmaps.items() for (i, j), v in np.ndenumerate(grid)]
+
+
+def condition_means(rows: Sequence[Mapping], keys: Sequence[str]) -> list[dict]:
+    """Per condition: the mean and the seeds' spread (min, max) of each key."""
+    out = []
+    for condition in CONDITIONS:
+        picked = [r for r in rows if r["condition"] == condition]
+        summary = {"condition": condition, "seeds": len(picked)}
+        for key in keys:
+            values = np.array([r[key] for r in picked], dtype=float)
+            summary[key] = float(np.nanmean(values)) if values.size else math.nan
+        out.append(summary)
+    return out
+
+
+def bars(ax, rows, keys, labels):
+    """Grouped bars: per key, one bar per condition at the seeds' mean, each seed a dot."""
+    width = 0.38
+    for k, condition in enumerate(CONDITIONS):
+        picked = [r for r in rows if r["condition"] == condition]
+        for j, key in enumerate(keys):
+            values = np.array([r[key] for r in picked], dtype=float)
+            x = j + (k - 0.5) * width
+            ax.bar(x, np.nanmean(values), width, color=CONDITION_COLORS[condition],
+                   alpha=0.8, label=CONDITION_LABELS[condition] if j == 0 else None)
+            ax.plot(np.full(values.size, x), values, "o", color="black", markersize=3)
+    ax.set_xticks(range(len(keys)), labels)
+
+
+def plot_classifier(rows: Sequence[Mapping], heatmaps: Mapping[str, np.ndarray], title: str,
+                    top_fraction: float = 0.05):
+    """Top: accuracy; attention on the rationale (three ways); ERASER scores. Bottom: per
+    condition the attention-vs-probability heatmap (percent of test examples)."""
+    with house_style():
+        fig = new_figure(figsize=(12, 7.2))
+        top, bottom = fig.subfigures(2, 1)
+        axes = top.subplots(1, 3, width_ratios=[0.6, 1.4, 1])
+        bars(axes[0], rows, ["accuracy"], ["accuracy"])
+        axes[0].set_ylim(0, 1)
+        axes[0].set_title("(a) test accuracy")
+        bars(axes[1], rows, [f"attention_{m}" for m in ATTENTION_METHODS],
+              ["rollout", "layer mean", "layer max"])
+        axes[1].set_ylim(0, 1)
+        axes[1].set_title("(b) attention from the readout on the rationale")
+        bars(axes[2], rows, ["comprehensiveness", "sufficiency"],
+              ["comprehensiveness", "sufficiency"])
+        axes[2].set_title(f"(c) ERASER, top {100 * top_fraction:g}% tokens by attention")
+        axes[2].axhline(0, color="black", linewidth=0.6)
+        axes[1].legend(loc="upper right", fontsize=8)
+        for ax, condition, letter in zip(bottom.subplots(1, 2), CONDITIONS, "de"):
+            grid = heatmaps[condition]
+            bins = grid.shape[0]
+            image = ax.imshow(grid, origin="lower", extent=(0, 1, 0, 1), cmap="viridis",
+                              vmin=0, aspect="auto")
+            ax.grid(False)
+            ax.set_xlabel("attention on the rationale (rollout)")
+            ax.set_ylabel("probability of the true class")
+            ax.set_title(f"({letter}) {CONDITION_LABELS[condition]}")
+            bottom.colorbar(image, ax=ax, shrink=0.9, label="% of test examples")
+            ax.set_xticks(np.linspace(0, 1, bins + 1))
+            ax.set_yticks(np.linspace(0, 1, bins + 1))
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def plot_bars(rows: Sequence[Mapping], panels: Sequence[tuple[str, Sequence[str], Sequence[str]]],
+              title: str):
+    """One grouped-bar panel per (title, keys, labels)."""
+    with house_style():
+        fig = new_figure(figsize=(4.2 * len(panels), 3.4))
+        axes = np.atleast_1d(fig.subplots(1, len(panels)))
+        for ax, (panel_title, keys, labels) in zip(axes, panels):
+            bars(ax, rows, keys, labels)
+            ax.set_ylim(0, 1)
+            ax.set_title(panel_title)
+        axes[0].legend(loc="upper left", fontsize=8)
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
+
+# --- parameter checks the three figures share ---------------------------------------------
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def device_name(name: str, value) -> str:
+    """"auto" (a GPU when there is one), "cpu" or "cuda"."""
+    if value not in DEVICES:
+        raise ParameterError(name, f"expected one of {', '.join(DEVICES)}, got {value!r}")
+    return value
+
+
+def optional_count(name: str, value, minimum: int = 1) -> int | None:
+    """None (all) or an integer >= ``minimum``."""
+    return None if value is None else integer(name, value, minimum)

@@ -1,0 +1,195 @@
+"""Training the language decoders: a classifier read at one position (HateXplain, agreement)
+and a next-token model trained on answer tokens only (generative QA).
+
+One model at a time (unlike ``qkov.synthetic.train``, which batches many small models):
+the language models differ in shape from run to run, and a GPU, where there is one, is
+better used by one larger model. On a CPU a run is deterministic for its seed: the batch
+order comes from ``qkov.seeding`` (the model's initial weights from the caller, e.g.
+``Decoder(config, generator=seeding.init_generator(seed))``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from .. import seeding
+from .batches import TokenBatch
+from .models import OPTIMIZERS, SCHEDULES, make_optimizer, make_schedule
+
+DEVICES = ("cpu", "cuda", "auto")
+
+
+@dataclass(frozen=True)
+class TrainingSetup:
+    """How a model is trained; ``qk_multiplier`` and ``embedding_multiplier`` make the
+    faster-QK runs (both 1: matched learning rates)."""
+
+    optimizer: str = "adamw"  # "adamw" or "sgd"
+    lr: float = 5e-5  # base learning rate
+    weight_decay: float = 0.0
+    momentum: float = 0.0  # SGD only
+    qk_multiplier: float = 1.0  # W_Q, W_K learn at lr * qk_multiplier
+    embedding_multiplier: float = 1.0  # token and position embeddings at lr * this
+    epochs: int = 1
+    batch_size: int = 32
+    schedule: str = "cosine"  # "cosine", "one_cycle" or "constant", stepped per batch
+    warmup_fraction: float = 0.1
+    grad_clip: float | None = 1.0  # max global gradient norm; None: no clipping
+    seed: int = 1234  # batch order (the model's initialisation is the caller's)
+
+    def __post_init__(self):
+        def fail(name, expected):
+            raise ValueError(f"TrainingSetup.{name}: expected {expected}, got {getattr(self, name)!r}")
+
+        def is_number(value):
+            return not isinstance(value, bool) and isinstance(value, (int, float)) \
+                and math.isfinite(value)
+
+        def is_int(value):
+            return not isinstance(value, bool) and isinstance(value, int)
+
+        if self.optimizer not in OPTIMIZERS:
+            fail("optimizer", f"one of {OPTIMIZERS}")
+        if self.schedule not in SCHEDULES:
+            fail("schedule", f"one of {SCHEDULES}")
+        for name in ("lr", "qk_multiplier", "embedding_multiplier"):
+            if not is_number(getattr(self, name)) or not getattr(self, name) > 0:
+                fail(name, "a finite number > 0")
+        if not is_number(self.weight_decay) or self.weight_decay < 0:
+            fail("weight_decay", "a number >= 0")
+        if not is_number(self.momentum) or not 0 <= self.momentum < 1:
+            fail("momentum", "a number in [0, 1)")
+        if not is_number(self.warmup_fraction) or not 0 <= self.warmup_fraction < 1:
+            fail("warmup_fraction", "a number in [0, 1)")
+        for name in ("epochs", "batch_size"):
+            if not is_int(getattr(self, name)) or getattr(self, name) < 1:
+                fail(name, "an integer >= 1")
+        if self.grad_clip is not None and (not is_number(self.grad_clip) or not self.grad_clip > 0):
+            fail("grad_clip", "None or a number > 0")
+        if not is_int(self.seed) or self.seed < 0:
+            fail("seed", "a non-negative integer")
+
+
+@dataclass
+class TrainingHistory:
+    """Per epoch: the mean training loss and what ``eval_fn`` returned (if given)."""
+
+    loss: list[float] = field(default_factory=list)
+    eval: list[Any] = field(default_factory=list)
+    steps: int = 0
+    device: str = "cpu"
+    seconds: float = 0.0
+
+
+def resolve_device(device: str) -> torch.device:
+    """"cpu", "cuda", or "auto" (cuda when available, else cpu)."""
+    if device not in DEVICES:
+        raise ValueError(f"device: expected one of {DEVICES}, got {device!r}")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda': no CUDA device is available; use 'cpu' or 'auto'")
+    return torch.device(device)
+
+
+def classification_loss(model, batch: TokenBatch, readout: str) -> torch.Tensor:
+    logits = model(batch.tokens, batch.attention_mask, readout=readout).logits
+    return F.cross_entropy(logits, batch.labels)
+
+
+def answer_loss(model, batch: TokenBatch) -> torch.Tensor:
+    """Next-token cross-entropy on the positions ``loss_mask`` marks: the logits at t-1
+    predict token t, counted where ``loss_mask[:, t]`` (e.g. the answer after "A:")."""
+    logits = model(batch.tokens, batch.attention_mask).logits
+    targets = batch.loss_mask[:, 1:] & batch.attention_mask[:, 1:]
+    if not targets.any():
+        raise ValueError("loss_mask: no target token in this batch")
+    return F.cross_entropy(logits[:, :-1][targets], batch.tokens[:, 1:][targets])
+
+
+def _train(model, data: TokenBatch, setup: TrainingSetup, device, eval_fn, progress,
+           loss_fn: Callable) -> TrainingHistory:
+    if not isinstance(setup, TrainingSetup):
+        raise TypeError(f"setup: expected a TrainingSetup, got {type(setup).__name__}")
+    if len(data) == 0:
+        raise ValueError("training data: no rows")
+    device = resolve_device(device)
+    model.to(device)
+    data = data.to(device) if device.type != "cpu" else data
+    optimizer = make_optimizer(model, setup.optimizer, lr=setup.lr, weight_decay=setup.weight_decay,
+                               momentum=setup.momentum, qk_multiplier=setup.qk_multiplier,
+                               embedding_multiplier=setup.embedding_multiplier)
+    steps_per_epoch = math.ceil(len(data) / setup.batch_size)
+    schedule = make_schedule(optimizer, setup.schedule, total_steps=setup.epochs * steps_per_epoch,
+                             warmup_fraction=setup.warmup_fraction)
+    order = seeding.generator(seeding.derived_seed(setup.seed, "data"))
+    history = TrainingHistory(device=str(device))
+    started = time.perf_counter()
+    bar = tqdm(total=setup.epochs * steps_per_epoch, disable=not progress, leave=False)
+    for _ in range(setup.epochs):
+        model.train()
+        total, rows = 0.0, 0
+        for batch in data.batches(setup.batch_size, order):
+            loss = loss_fn(model, batch)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"training loss became {loss.item()} at step "
+                                         f"{history.steps}; lower the learning rate")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if setup.grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), setup.grad_clip)
+            optimizer.step()
+            schedule.step()
+            history.steps += 1
+            total += loss.item() * len(batch)
+            rows += len(batch)
+            bar.update()
+        history.loss.append(total / rows)
+        if eval_fn is not None:
+            model.eval()
+            with torch.no_grad():
+                history.eval.append(eval_fn(model))
+        bar.set_postfix(loss=f"{history.loss[-1]:.4g}")
+    bar.close()
+    model.eval()
+    history.seconds = time.perf_counter() - started
+    return history
+
+
+def train_classifier(model, data: TokenBatch, setup: TrainingSetup, device: str = "cpu",
+                     eval_fn: Callable | None = None, progress: bool = True,
+                     readout: str = "first_pad") -> TrainingHistory:
+    """Train a classifier decoder (``config.n_classes`` set) on ``data.labels`` with
+    cross-entropy at the ``readout`` position; ``eval_fn(model)`` runs after every epoch
+    (without gradients) and its results are kept in the history."""
+    if data.labels is None:
+        raise ValueError("training data: labels are required to train a classifier")
+    if model.config.n_classes is None:
+        raise ValueError("model: expected a classifier (DecoderConfig.n_classes set)")
+    if int(data.labels.max()) >= model.config.n_classes or int(data.labels.min()) < 0:
+        raise ValueError(f"labels: expected class ids in [0, {model.config.n_classes}), got "
+                         f"{int(data.labels.min())}..{int(data.labels.max())}")
+    return _train(model, data, setup, device, eval_fn, progress,
+                  lambda m, b: classification_loss(m, b, readout))
+
+
+def train_language_model(model, data: TokenBatch, setup: TrainingSetup, device: str = "cpu",
+                         eval_fn: Callable | None = None, progress: bool = True
+                         ) -> TrainingHistory:
+    """Train a next-token decoder (``config.n_classes`` None) on the tokens ``data.loss_mask``
+    marks (the answers of generative QA prompts), see :func:`answer_loss`."""
+    if data.loss_mask is None:
+        raise ValueError("training data: loss_mask is required to train a language model")
+    if model.config.n_classes is not None:
+        raise ValueError("model: expected a next-token model (DecoderConfig.n_classes None)")
+    if not (data.loss_mask[:, 1:] & data.attention_mask[:, 1:]).any():
+        raise ValueError("loss_mask: marks no real token after the first position")
+    return _train(model, data, setup, device, eval_fn, progress, answer_loss)

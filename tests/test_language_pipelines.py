@@ -1,0 +1,225 @@
+"""The real-data pipelines end to end on small files of the real formats (written by
+test_language_data's writers): a few training steps of both conditions, the metrics, the
+figure and the artifacts; without data, a message and nothing written; on bad data, an error
+before any training."""
+
+import json
+
+import nbformat
+import numpy as np
+import pytest
+
+from conftest import REPO
+from qkov import plotting
+from qkov.figures import language_hatexplain, language_squad, language_sva
+from qkov.language.data import DataError
+from test_language_data import (agreement_rows, hatexplain_posts, write_agreement, write_glove,
+                                write_hatexplain, write_squad)
+
+TINY = {"seeds": [1234, 1235], "epochs": 2, "d_model": 8, "n_heads": 2, "d_head": 4,
+        "device": "cpu"}
+RATES = ("accuracy", "attention_rollout", "attention_layer_mean", "attention_layer_max")
+
+
+def published(figure_id, folder, extra):
+    files = sorted(path.name for path in folder.iterdir())
+    assert files == sorted(["figure.png", "figure.pdf", "figure.svg", "data.csv",
+                            "summary.json", *extra])
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["figure"] == figure_id
+    return summary
+
+
+def check_classifier_rows(rows, seeds):
+    assert [(r["condition"], r["seed"]) for r in rows] == [
+        (c, s) for s in seeds for c in ("matched", "faster_qk")]
+    for row in rows:
+        assert all(0 <= row[key] <= 1 for key in RATES)
+        assert -1 <= row["comprehensiveness"] <= 1 and -1 <= row["sufficiency"] <= 1
+        assert np.isfinite(row["train_loss"])
+
+
+def hatexplain_files(folder):
+    """Forty posts (the writer's eight, relabelled ids) so that train and test both hold
+    posts with rationales."""
+    base = hatexplain_posts()
+    posts = {}
+    for k in range(40):
+        post = json.loads(json.dumps(base[f"{k % 8}_gab"]))
+        post["post_id"] = f"{k}_twitter"
+        posts[post["post_id"]] = post
+    divisions = {"train": [f"{k}_twitter" for k in range(28)],
+                 "val": [f"{k}_twitter" for k in range(28, 32)],
+                 "test": [f"{k}_twitter" for k in range(32, 40)]}
+    return write_hatexplain(folder, posts, divisions)
+
+
+def test_hatexplain_pipeline_trains_measures_and_publishes(tmp_path):
+    hatexplain_files(tmp_path / "Data")
+    p = language_hatexplain.Parameters(hatexplain_dir=str(tmp_path / "Data"), vocab_size=300,
+                                       d_mlp=8, lr=1e-3, top_fraction=0.2,
+                                       artifacts_dir=str(tmp_path / "out"),
+                                       **{**TINY, "seeds": [1234]})
+    assert not language_hatexplain.data_missing(p)
+    prepared = language_hatexplain.prepare(p)
+    assert len(prepared.train) == 21 and len(prepared.test) == 6  # posts 3 and 7 of 8: no majority
+    assert prepared.data.no_majority == 10
+    assert prepared.test.rationale.any(1).sum() == 4  # hate speech and offensive posts
+    rows, heatmaps, runs = language_hatexplain.run(p, prepared, progress=False)
+    check_classifier_rows(rows, p.seeds)
+    assert all(r["n_with_rationale"] == 4 for r in rows)
+    for grid in heatmaps.values():  # the four test posts with a rationale
+        assert grid.shape == (5, 5) and grid.sum() == pytest.approx(100)
+    fig = language_hatexplain.plot(rows, heatmaps, p.top_fraction)
+    plotting.publish(language_hatexplain.FIGURE_ID, p.given, rows, 0.0, {"figure": fig},
+                     tables=language_hatexplain.tables(heatmaps, runs),
+                     artifacts_dir=p.artifacts_dir)
+    summary = published("language-hatexplain", tmp_path / "out", ["heatmaps.csv"])
+    assert len(summary["rows"]) == 2
+
+
+def test_sva_pipeline_splits_by_attractors(tmp_path):
+    path = write_agreement(tmp_path / "agr.tsv")
+    p = language_sva.Parameters(agreement_tsv=str(path), train_fraction=0.5, lr=0.05,
+                                top_fraction=0.2, artifacts_dir=str(tmp_path / "out"), **TINY)
+    prepared = language_sva.prepare(p)
+    assert len(prepared.train) == 20 and len(prepared.test) == 20 and prepared.too_long == 0
+    # the rationale is the subject, the second word of every sentence
+    assert prepared.test.rationale.sum(1).tolist() == [1] * 20
+    assert prepared.test.rationale[:, 1].all()
+    rows, heatmaps, runs = language_sva.run(p, prepared, progress=False)
+    check_classifier_rows(rows, p.seeds)
+    by_attractors = language_sva.attractor_rows(runs, prepared.test_attractors)
+    assert sum(r["n"] for r in by_attractors) == 20 * 4  # every test sentence, per run
+    assert {r["attractors"] for r in by_attractors} <= {0, 1}
+    fig = language_sva.plot(rows, heatmaps)
+    plotting.publish(language_sva.FIGURE_ID, p.given, rows, 0.0, {"figure": fig},
+                     tables=language_sva.tables(heatmaps, runs, prepared),
+                     artifacts_dir=p.artifacts_dir)
+    published("language-sva", tmp_path / "out", ["heatmaps.csv", "attractors.csv"])
+
+
+def test_squad_pipeline_generates_answers_and_scores_them(tmp_path):
+    train = write_squad(tmp_path / "train-v2.0.json")
+    dev = write_squad(tmp_path / "dev-v2.0.json")
+    glove = write_glove(tmp_path / "glove.txt", ["the", "normans", "France", "what"], dim=8)
+    p = language_squad.Parameters(squad_train=str(train), squad_dev=str(dev),
+                                  glove_path=str(glove), vocab_size=400, d_mlp=8, n_layers=2,
+                                  max_length=64, max_answer_tokens=3, batch_size=4, lr=1e-3,
+                                  artifacts_dir=str(tmp_path / "out"),
+                                  **{**TINY, "seeds": [1234], "epochs": 1})
+    prepared = language_squad.prepare(p)
+    assert len(prepared.train) == 12 and len(prepared.prompts) == 12
+    assert int(prepared.found.sum()) >= 3  # "the", "Normans" (lower-cased match), "France"
+    # the answer span marks exactly the tokens of the answer inside the context
+    tokenizer, first = prepared.tokenizer, prepared.train_data.examples[0]
+    span = prepared.prompts.tokens[0][prepared.prompts.rationale[0]].tolist()
+    assert tokenizer.decode(span).strip() == first.answer
+    # training targets: the answer tokens and [EOS], nothing of the prompt
+    targets = prepared.train.tokens[0][prepared.train.loss_mask[0]].tolist()
+    assert targets[-1] == tokenizer.eos_id and tokenizer.decode(targets).strip() == first.answer
+    rows, heatmaps, predictions = language_squad.run(p, prepared, progress=False)
+    assert [(r["condition"], r["seed"]) for r in rows] == [
+        (c, s) for s in p.seeds for c in ("matched", "faster_qk")]
+    for row in rows:
+        assert 0 <= row["exact_match"] <= row["f1"] <= 1 and row["n_eval"] == 12
+        assert all(0 <= row[f"attention_{m}"] <= 1 for m in ("rollout", "layer_mean", "layer_max"))
+    assert len(predictions) == 2 * 5
+    fig = language_squad.plot(rows, heatmaps)
+    plotting.publish(language_squad.FIGURE_ID, p.given, rows, 0.0, {"figure": fig},
+                     tables=language_squad.tables(heatmaps, predictions),
+                     artifacts_dir=p.artifacts_dir)
+    published("language-squad", tmp_path / "out", ["heatmaps.csv", "predictions.csv"])
+
+
+def test_padded_batch_places_rows_and_their_marks():
+    from qkov.language.pipelines import padded_batch
+
+    batch = padded_batch([[3, 4], [5], [6, 7, 8]], 4, 0, labels=[0, 1, 0],
+                         rationale=[[1, 0], [1], [0, 0, 1]])
+    assert batch.tokens.tolist() == [[3, 4, 0, 0], [5, 0, 0, 0], [6, 7, 8, 0]]
+    assert batch.lengths.tolist() == [2, 1, 3] and batch.labels.tolist() == [0, 1, 0]
+    assert batch.rationale.nonzero().tolist() == [[0, 0], [1, 0], [2, 2]]
+    with pytest.raises(ValueError, match="row 0: 3 tokens, more than the width 2"):
+        padded_batch([[1, 2, 3]], 2)
+    with pytest.raises(ValueError, match="rationale: expected one mark per token"):
+        padded_batch([[1, 2], [3]], 3, rationale=[[1], [0, 1]])
+
+
+def test_greedy_generation_stops_at_eos_and_at_the_budget():
+    import torch
+
+    from qkov.language.batches import TokenBatch
+    from qkov.language.models import Decoder, DecoderConfig
+
+    class Scripted(Decoder):
+        """Writes 5, 6, 2 (EOS) after any prompt: the next token is a function of the step."""
+
+        def forward(self, tokens, attention_mask, readout=None):
+            out = super().forward(tokens, attention_mask, readout)
+            step = attention_mask.sum(1) - prompt_lengths
+            logits = torch.full_like(out.logits, -1.0)
+            logits[torch.arange(len(tokens)), torch.tensor([5, 6, 2])[step.clamp(max=2)]] = 1.0
+            out.logits = logits
+            return out
+
+    config = DecoderConfig(vocab_size=8, max_len=7, d_model=4, n_heads=1, d_head=4)
+    prompts = TokenBatch(tokens=torch.tensor([[3, 4, 0], [3, 4, 4]]),
+                         attention_mask=torch.tensor([[True, True, False], [True, True, True]]))
+    prompt_lengths = prompts.attention_mask.sum(1)
+    model = Scripted(config)
+    assert language_squad.generate(model, prompts, max_new=5, eos_id=2) == [[5, 6], [5, 6]]
+    assert language_squad.generate(model, prompts, max_new=1, eos_id=2) == [[5], [5]]
+
+
+@pytest.mark.parametrize("module, given", [
+    (language_hatexplain, {}),
+    (language_hatexplain, {"hatexplain_dir": "no/such/folder"}),
+    (language_sva, {"agreement_tsv": "no/such/agr.tsv"}),
+    (language_squad, {"squad_train": "no/such/train.json"}),
+])
+def test_without_data_the_pipelines_say_where_to_get_it(module, given, capsys):
+    assert module.data_missing(module.Parameters(**given))
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"No data, so nothing is trained or drawn: {module.FIGURE_ID}")
+    assert f"papermill notebooks/{module.FIGURE_ID}.ipynb" in printed
+    if given:
+        assert f"'{next(iter(given.values()))}" in printed and "does not exist" in printed
+    else:
+        assert "(not given)" in printed
+
+
+def test_bad_data_fails_in_prepare_before_any_training(tmp_path):
+    rows = agreement_rows()
+    rows[7]["verb_pos"] = "VB"
+    path = write_agreement(tmp_path / "agr.tsv", rows)
+    p = language_sva.Parameters(agreement_tsv=str(path), **TINY)
+    assert not language_sva.data_missing(p)
+    with pytest.raises(DataError, match=r"agr.tsv: line 9: column 'verb_pos'"):
+        language_sva.prepare(p)  # the notebook's load cell; training comes after it
+
+
+@pytest.mark.parametrize("figure_id", ["language-hatexplain", "language-sva", "language-squad"])
+def test_the_stored_notebooks_ran_without_data_and_drew_nothing(figure_id):
+    """The stored outputs (nbval re-executes the notebooks at these defaults and compares):
+    the way to the data and the command, no figure, no table of results, no artifacts."""
+    nb = nbformat.read(REPO / "notebooks" / f"{figure_id}.ipynb", as_version=4)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    text = "".join(o.get("text", "") for o in outputs)
+    assert text.startswith(f"No data, so nothing is trained or drawn: {figure_id}")
+    assert f"papermill notebooks/{figure_id}.ipynb" in text and "wrote" not in text
+    assert all(o.get("output_type") == "stream" and o.get("name") == "stdout" for o in outputs)
+
+
+def test_a_notebook_with_data_runs_end_to_end(tmp_path, run_tool):
+    path = write_agreement(tmp_path / "agr.tsv")
+    out = tmp_path / "artifacts"
+    run_tool("papermill", "notebooks/language-sva.ipynb", tmp_path / "out.ipynb",
+             "-p", "agreement_tsv", path, "-p", "artifacts_dir", out, "-p", "epochs", 1,
+             "-p", "d_model", 8, "-p", "d_head", 4, "-p", "train_fraction", 0.5,
+             "-p", "device", "cpu", "-y", "seeds: [1234]")
+    published("language-sva", out, ["heatmaps.csv", "attractors.csv"])
+    nb = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+              if "image/png" in o.get("data", {})]
+    assert len(images) == 1  # the figure cell shows the figure once
