@@ -1,5 +1,6 @@
 """The project's set-up files agree with each other."""
 
+import importlib
 import tomllib
 
 import yaml
@@ -36,7 +37,13 @@ def test_every_notebook_is_in_the_book_and_the_pipeline():
     notebooks = sorted(nb.stem for nb in (REPO / "notebooks").glob("*.ipynb"))
     for name in notebooks:
         assert f"notebooks/{name}" in toc
-    assert sorted(pipeline.FIGURE_IDS) == notebooks, "the figure registry and notebooks/"
+    # Real-data notebooks (their module says NEEDS_DOWNLOAD) need a dataset the reader
+    # downloads: they are in the book, not in the pipeline's default run.
+    needs_data = {name for name in notebooks if getattr(importlib.import_module(
+        "qkov.figures." + name.replace("-", "_")), "NEEDS_DOWNLOAD", False)}
+    assert needs_data == {"language-hatexplain", "language-sva", "language-squad"}
+    assert sorted(pipeline.FIGURE_IDS) == sorted(set(notebooks) - needs_data), \
+        "the figure registry and notebooks/"
 
 
 # The library's layers, lowest first: a module imports only from layers below its own, so a
