@@ -180,6 +180,20 @@ class Decoder(nn.Module):
         Classifier: logits [B, n_classes] at the ``readout`` position ("first_pad" when None).
         Next-token head: logits [B, T, V] when ``readout`` is None, else [B, V] at it.
         """
+        if self.config.n_classes is not None and readout is None:
+            readout = "first_pad"
+        x, attentions = self.features(tokens, attention_mask)
+        index = None
+        if readout is not None:
+            index = readout_positions(attention_mask, readout)
+            x = x[torch.arange(len(tokens), device=tokens.device), index]
+        return DecoderOutput(self.head(x), attentions, index)
+
+    def features(self, tokens: torch.Tensor, attention_mask: torch.Tensor
+                 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The final hidden states [B, T, d_model] (before the head) and the attention
+        patterns. A loss on a few positions applies ``head`` there only: a next-token head
+        at every position ([B, T, vocabulary]) would be most of the memory."""
         if tokens.dim() != 2 or tokens.dtype != torch.long:
             raise ValueError(f"tokens: expected a [B, T] long tensor, got {tokens.dtype} "
                              f"{tuple(tokens.shape)}")
@@ -187,12 +201,9 @@ class Decoder(nn.Module):
             raise ValueError(f"attention_mask: expected a bool tensor of shape "
                              f"{tuple(tokens.shape)}, got {attention_mask.dtype} "
                              f"{tuple(attention_mask.shape)}")
-        B, T = tokens.shape
+        T = tokens.shape[1]
         if T > self.config.max_len:
             raise ValueError(f"tokens: {T} positions, more than max_len={self.config.max_len}")
-        if self.config.n_classes is not None and readout is None:
-            readout = "first_pad"
-
         causal = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()
         allowed = causal & attention_mask[:, None, :]
         # A query with no real key at or before it attends to itself.
@@ -204,13 +215,7 @@ class Decoder(nn.Module):
         for block in self.layers:
             x, pattern = block(x, allowed)
             attentions.append(pattern)
-        x = self.ln_final(x)
-
-        index = None
-        if readout is not None:
-            index = readout_positions(attention_mask, readout)
-            x = x[torch.arange(B, device=tokens.device), index]
-        return DecoderOutput(self.head(x), attentions, index)
+        return self.ln_final(x), attentions
 
 
 # --- parameters by circuit, optimizers and schedules ---------------------------------------

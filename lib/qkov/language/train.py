@@ -108,11 +108,12 @@ def classification_loss(model, batch: TokenBatch, readout: str) -> torch.Tensor:
 def answer_loss(model, batch: TokenBatch) -> torch.Tensor:
     """Next-token cross-entropy on the positions ``loss_mask`` marks: the logits at t-1
     predict token t, counted where ``loss_mask[:, t]`` (e.g. the answer after "A:")."""
-    logits = model(batch.tokens, batch.attention_mask).logits
     targets = batch.loss_mask[:, 1:] & batch.attention_mask[:, 1:]
     if not targets.any():
         raise ValueError("loss_mask: no target token in this batch")
-    return F.cross_entropy(logits[:, :-1][targets], batch.tokens[:, 1:][targets])
+    hidden, _ = model.features(batch.tokens, batch.attention_mask)
+    # The head only where a target is: at every position it would be [B, T, vocabulary].
+    return F.cross_entropy(model.head(hidden[:, :-1][targets]), batch.tokens[:, 1:][targets])
 
 
 def _train(model, data: TokenBatch, setup: TrainingSetup, device, eval_fn, progress,
