@@ -111,7 +111,7 @@ def test_the_small_sweep_on_slurm_survives_a_lost_job_and_equals_a_local_run(clu
     jobs = set_jobs(cluster, sweep)
     assert jobs[lost] == [(lost_job, "CANCELLED")], jobs
     # The report names the lost set, its parameters and logs (the run's, SLURM's with job id).
-    assert re.search(rf"sweep fig4-small .*: 2 done, 1 failed", err), err[-3000:]
+    assert re.search(r"sweep fig4-small .*: 2 done, 1 failed", err), err[-3000:]
     assert f"failed     {lost}  " in err and "CANCELLED" in err
     slurm_log = f".snakemake/slurm_logs/rule_{sweep.set_rule}/{lost}/{lost_job}.log"
     assert f"log:   {slurm_log}" in err and (work / slurm_log).is_file(), err[-3000:]
@@ -167,4 +167,5 @@ def test_the_cluster_profile_gives_every_figure_resources_and_hard_codes_no_site
                    for r in profile["set-resources"].values())
     missing = {job.rule for job in pipeline.FIGURE_JOBS} - set(profile["set-resources"])
     assert not missing, f"give these figure rules cluster resources: {missing}"
-    assert profile["set-resources"]["language_agreement"]["gpu"] == 1
+    # The synthetic agreement run takes minutes of CPU: no GPU held idle for it.
+    assert "gpu" not in profile["set-resources"]["language_agreement"]
