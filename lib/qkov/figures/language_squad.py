@@ -276,18 +276,8 @@ def plot(rows, heatmaps):
         axes[1].set_ylim(0, 1)
         axes[1].set_title("(b) attention from the last prompt token on the answer span")
         axes[1].legend(loc="upper right", fontsize=8)
-        for ax, condition, letter in zip(bottom.subplots(1, 2), L.CONDITIONS, "cd"):
-            grid = heatmaps[condition]
-            bins = grid.shape[0]
-            image = ax.imshow(grid, origin="lower", extent=(0, 1, 0, 1), cmap="viridis",
-                              vmin=0, aspect="auto")
-            ax.grid(False)
-            ax.set_xlabel("attention on the answer span (rollout)")
-            ax.set_ylabel("probability of the answer's first token")
-            ax.set_title(f"({letter}) {L.CONDITION_LABELS[condition]}")
-            bottom.colorbar(image, ax=ax, shrink=0.9, label="% of dev questions")
-            ax.set_xticks(np.linspace(0, 1, bins + 1))
-            ax.set_yticks(np.linspace(0, 1, bins + 1))
+        L.heatmap_panels(bottom, heatmaps, "cd", "attention on the answer span (rollout)",
+                         "probability of the answer's first token", "% of dev questions")
         fig.suptitle("SQuAD 2.0, answerable questions (paper section 5): faster QK vs matched "
                      "learning rates", fontsize=10)
     return fig

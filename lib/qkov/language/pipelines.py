@@ -240,20 +240,28 @@ def plot_classifier(rows: Sequence[Mapping], heatmaps: Mapping[str, np.ndarray],
         axes[2].set_title(f"(c) ERASER, top {100 * top_fraction:g}% tokens by attention")
         axes[2].axhline(0, color="black", linewidth=0.6)
         axes[1].legend(loc="upper right", fontsize=8)
-        for ax, condition, letter in zip(bottom.subplots(1, 2), CONDITIONS, "de"):
-            grid = heatmaps[condition]
-            bins = grid.shape[0]
-            image = ax.imshow(grid, origin="lower", extent=(0, 1, 0, 1), cmap="viridis",
-                              vmin=0, aspect="auto")
-            ax.grid(False)
-            ax.set_xlabel("attention on the rationale (rollout)")
-            ax.set_ylabel("probability of the true class")
-            ax.set_title(f"({letter}) {CONDITION_LABELS[condition]}")
-            bottom.colorbar(image, ax=ax, shrink=0.9, label="% of test examples")
-            ax.set_xticks(np.linspace(0, 1, bins + 1))
-            ax.set_yticks(np.linspace(0, 1, bins + 1))
+        heatmap_panels(bottom, heatmaps, "de", "attention on the rationale (rollout)",
+                       "probability of the true class", "% of test examples")
         fig.suptitle(title, fontsize=10)
     return fig
+
+
+def heatmap_panels(subfigure, heatmaps: Mapping[str, np.ndarray], letters: str, xlabel: str,
+                   ylabel: str, unit: str) -> None:
+    """One attention-vs-probability heatmap per condition, side by side in ``subfigure``."""
+    for ax, condition, letter in zip(subfigure.subplots(1, len(CONDITIONS)), CONDITIONS,
+                                     letters):
+        grid = heatmaps[condition]
+        bins = grid.shape[0]
+        image = ax.imshow(grid, origin="lower", extent=(0, 1, 0, 1), cmap="viridis",
+                          vmin=0, aspect="auto")
+        ax.grid(False)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"({letter}) {CONDITION_LABELS[condition]}")
+        subfigure.colorbar(image, ax=ax, shrink=0.9, label=unit)
+        ax.set_xticks(np.linspace(0, 1, bins + 1))
+        ax.set_yticks(np.linspace(0, 1, bins + 1))
 
 
 def plot_bars(rows: Sequence[Mapping], panels: Sequence[tuple[str, Sequence[str], Sequence[str]]],
