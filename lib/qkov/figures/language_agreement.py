@@ -283,16 +283,21 @@ MARKERS = {"matched": "o", "faster QK": "s", "faster QK only": "^", "all faster"
 
 
 def plot(records, maps, results):
-    """Top: accuracy, rollout attention on the subject, and comprehensiveness /
+    """Top two rows: accuracy, rollout attention on the subject, and comprehensiveness /
     sufficiency against the number of attractors (mean over seeds, bars: 95% interval), and
-    held-out accuracy with the most attractors after each epoch. Bottom: one
+    held-out accuracy with the most attractors after each epoch. Bottom row: one
     attention-vs-probability heatmap per condition (mean over seeds)."""
     attractors = sorted({r["attractors"] for r in records})
     conditions = _conditions(records)
     with house_style():
-        fig = new_figure(figsize=(17, 8.4))
-        grid = fig.add_gridspec(2, max(4, len(conditions)))
-        axes = [fig.add_subplot(grid[0, k]) for k in range(4)]
+        # Three rows, so that the text stays legible at the book's width (qkov.plotting
+        # scales the text of figures wider than DISPLAY_WIDTH_IN).
+        fig = new_figure(figsize=(10, 12))
+        n = max(4, len(conditions))
+        grid = fig.add_gridspec(3, 2 * n, height_ratios=[1, 1, 0.9])
+        half = n  # the top two rows: two panels each, of half the width
+        axes = [fig.add_subplot(grid[row, col * half:(col + 1) * half])
+                for row in (0, 1) for col in (0, 1)]
         for c in conditions:
             for ax, measure, style in ((axes[0], "accuracy", "-"),
                                        (axes[1], "attention_rollout", "-"),
@@ -320,20 +325,22 @@ def plot(records, maps, results):
         axes[3].set_ylim(-0.02, 1.02)
         axes[3].xaxis.set_major_locator(MaxNLocator(integer=True))
         axes[3].set_xlabel("epoch")
-        axes[3].set_title(f"(d) accuracy with {attractors[-1]} attractors\nduring training")
+        axes[3].set_title(f"(d) accuracy with {attractors[-1]} attractors, per epoch")
         edges = np.linspace(0, 1, HEATMAP_BINS + 1)
         for k, c in enumerate(conditions):
-            ax = fig.add_subplot(grid[1, k])
+            ax = fig.add_subplot(grid[2, 2 * k:2 * k + 2])
             image = ax.imshow(maps[c], origin="lower", extent=(0, 1, 0, 1), cmap="viridis",
                               vmin=0, vmax=100, aspect="auto")
             for i in range(HEATMAP_BINS):
                 for j in range(HEATMAP_BINS):
                     ax.text((edges[j] + edges[j + 1]) / 2, (edges[i] + edges[i + 1]) / 2,
-                            f"{maps[c][i, j]:.0f}", ha="center", va="center", fontsize=8,
+                            f"{maps[c][i, j]:.0f}", ha="center", va="center", fontsize=7,
                             color="white" if maps[c][i, j] < 50 else "black")
-            ax.set_xlabel("attention on the subject (rollout)")
+            ax.set_xlabel("attention on subject")
             if k == 0:
                 ax.set_ylabel("probability of the true number")
-            ax.set_title(f"({'efgh'[k]}) {c}: % of sentences")
-        fig.colorbar(image, ax=ax, fraction=0.046)
+            else:
+                ax.set_yticklabels([])
+            ax.set_title(f"({'efgh'[k]}) {c}")
+        fig.colorbar(image, ax=ax, fraction=0.046, label="% of sentences")
     return fig
