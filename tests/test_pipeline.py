@@ -163,3 +163,12 @@ def test_a_passing_test_run_is_recorded(tmp_path):
     record = json.loads(path.read_text())
     assert record["wall_time_s"] == 60.5 and record["date"] == "1970-01-01"
     assert "cores" in record["machine"] and "commit" in record
+
+
+def test_a_compiled_source_is_an_input_of_the_figures_that_train():
+    """fused_step.c is compiled by synthetic.fused: editing it must re-run the trained
+    figures, as editing a Python module does, and only those."""
+    source = "lib/qkov/synthetic/fused_step.c"
+    assert source in pipeline.library_inputs("notebooks/paper-fig2.ipynb", REPO)
+    assert source in pipeline.library_inputs("notebooks/paper-fig3.ipynb", REPO)
+    assert source not in pipeline.library_inputs("notebooks/paper-fig4.ipynb", REPO)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import tasks
+from . import fused, tasks
 from ..circuits import check_parameterization, effective
 from ..circuits import circuit_kinds as circuits
 
@@ -203,13 +203,15 @@ class EnsembleBatch:
 
     log_counts: (E, B, V) log of the token counts (-inf for absent tokens); class_onehot:
     (E, B, 4); targets: (E, B, 1) index of the correct next token; attention: (E, B, V), only
-    for fixed-attention members (their attention does not depend on the parameters).
+    for fixed-attention members (their attention does not depend on the parameters);
+    classes: (E, B), the class of each sequence.
     """
 
     log_counts: torch.Tensor | None
     class_onehot: torch.Tensor | None
     targets: torch.Tensor
     attention: torch.Tensor | None = None
+    classes: torch.Tensor | None = None  # (E, B) int64: what the compiled step reads
 
     @classmethod
     def from_counts(cls, counts: torch.Tensor, classes: torch.Tensor,
@@ -220,15 +222,63 @@ class EnsembleBatch:
         if fixed_alpha is not None:
             return cls(None, None, targets, fixed_attention(counts, classes, fixed_alpha))
         onehot = torch.nn.functional.one_hot(classes, tasks.N_CLASSES).to(counts.dtype)
-        # log 0 = -inf (absent tokens get no attention); log is slow on zeros, so mask them
-        log_counts = torch.log(counts.clamp_min(1)).masked_fill_(counts == 0, -math.inf)
-        return cls(log_counts, onehot, targets)
+        return cls(log_counts(counts), onehot, targets, None, classes)
 
     def select(self, index) -> "EnsembleBatch":
         """The same data for the members at ``index`` of the leading axes."""
         return EnsembleBatch(*(None if x is None else x[index] for x in
                                (self.log_counts, self.class_onehot, self.targets,
-                                self.attention)))
+                                self.attention, self.classes)))
+
+
+def log_counts(counts: torch.Tensor) -> torch.Tensor:
+    """log of token counts, -inf for absent tokens (they get no attention)."""
+    # log is slow on zeros, so they are masked
+    return torch.log(counts.clamp_min(1)).masked_fill_(counts == 0, -math.inf)
+
+
+@dataclass
+class StreamBatch:
+    """One step's data per data stream (leading axis = stream), for the compiled step:
+    member e reads stream ``member_stream[e]``, so the members on one stream share one copy
+    and nothing is laid out per member.
+
+    data: (S, B, V) log counts (:func:`log_counts`), or, for fixed attention, the part
+    ``off`` of its :class:`FixedAttentionParts`, ``step`` being the other part; classes,
+    targets: (S, B) int64.
+    """
+
+    member_stream: torch.Tensor
+    data: torch.Tensor
+    classes: torch.Tensor
+    targets: torch.Tensor
+    step: torch.Tensor | None = None
+
+    @classmethod
+    def from_counts(cls, counts: torch.Tensor, classes: torch.Tensor, member_stream,
+                    fixed: bool) -> "StreamBatch":
+        """From counts (..., S, B, V) and classes (..., S, B) of the streams."""
+        targets = tasks.target_token(classes)
+        if fixed:
+            parts = FixedAttentionParts.of(counts, classes)
+            return cls(member_stream, parts.off, classes, targets, parts.step)
+        return cls(member_stream, log_counts(counts), classes, targets)
+
+    def select(self, index) -> "StreamBatch":
+        """The same data for the members at ``index``."""
+        return StreamBatch(self.member_stream[index], self.data, self.classes, self.targets,
+                           self.step)
+
+    def per_member(self, fixed_alpha: torch.Tensor | None) -> EnsembleBatch:
+        """The same data laid out per member (for the eager step); ``fixed_alpha`` (E, 1, 1)
+        for fixed attention."""
+        m = self.member_stream
+        targets = self.targets[m].unsqueeze(-1)
+        if self.step is not None:
+            attention = FixedAttentionParts(self.data[m], self.step[m]).at(fixed_alpha)
+            return EnsembleBatch(None, None, targets, attention)
+        onehot = torch.nn.functional.one_hot(self.classes[m], tasks.N_CLASSES).float()
+        return EnsembleBatch(self.data[m], onehot, targets, None, self.classes[m])
 
 
 _IDENTITY = torch.eye(V)
@@ -288,6 +338,7 @@ class Ensemble:
         self.params = {k: torch.stack([m[k] for m in stored]) for k in names}
         self.qk_factorized = torch.tensor([float(s.qk == "factorized") for s in specs])
         self.has_bias = torch.tensor([float(s.ov_bias) for s in specs])
+        self.fused = fused.available()  # the compiled step, where it can be built
         self._refresh()
 
     def _refresh(self):
@@ -298,6 +349,7 @@ class Ensemble:
         self.any_qk_factorized = any(s.qk == "factorized" for s in self.specs)
         self.fixed_alpha = (torch.tensor([s.fixed_alpha for s in self.specs]).view(-1, 1, 1)
                             if self.fixed else None)
+        self._fixed_alpha_flat = None if self.fixed_alpha is None else self.fixed_alpha.view(-1)
         p = self.params
         v = {"W_O_c": p["W_O"][:k], "W_O_f": p["W_O"][k:], "W_V_f": p["W_V"][k:],
              "b_c": p["b"][:k].unsqueeze(1), "b_f": p["b"][k:].unsqueeze(1),
@@ -309,6 +361,7 @@ class Ensemble:
             v["W_Q_q_T"] = v["W_Q_q"].transpose(1, 2)
         self._views = v
         self._buffers = None  # the step's work space, made for a batch size by the first step
+        self._compiled_work = None  # (batch size, work space) of the compiled step
 
     def _work_space(self, n_seq: int) -> dict[str, torch.Tensor]:
         if self._buffers is None or self._buffers["n_seq"] != n_seq:
@@ -360,8 +413,8 @@ class Ensemble:
         """Data for :meth:`step` from counts (..., E, B, V) and classes (..., E, B)."""
         return EnsembleBatch.from_counts(counts, classes, self.fixed_alpha)
 
-    def step(self, batch: EnsembleBatch, lr_qk: torch.Tensor, lr_ov: torch.Tensor | float
-             ) -> torch.Tensor:
+    def step(self, batch: EnsembleBatch | StreamBatch, lr_qk: torch.Tensor,
+             lr_ov: torch.Tensor | float) -> torch.Tensor:
         """One SGD step of every member.
 
         lr_qk: per-member QK learning rates (E,); lr_ov: per-member OV rates (E,), or one
@@ -369,7 +422,42 @@ class Ensemble:
         member gave the correct next token of each sequence, before the step: (E, B); its
         :func:`mean_losses` are the members' losses. (The log and mean are left to the
         caller, who can take them for many steps at once: every operation counts here.)
+
+        The compiled step (:mod:`qkov.synthetic.fused`) computes it where it could be built
+        and ``self.fused`` is true, the eager step (:meth:`step_eager`) otherwise: the same
+        up to floating-point rounding.
         """
+        if isinstance(batch, StreamBatch):
+            if self.fused:
+                return self._step_compiled(batch, lr_qk, lr_ov)
+            return self.step_eager(batch.per_member(self.fixed_alpha), lr_qk, lr_ov)
+        if self.fused and (self.fixed or batch.classes is not None):
+            E = len(self)
+            return self._step_compiled(StreamBatch(
+                torch.arange(E), batch.attention if self.fixed else batch.log_counts,
+                batch.classes, batch.targets.squeeze(-1)), lr_qk, lr_ov)
+        return self.step_eager(batch, lr_qk, lr_ov)
+
+    def _step_compiled(self, batch: StreamBatch, lr_qk, lr_ov):
+        E, n_seq = len(self), batch.targets.shape[-1]
+        if self._compiled_work is None or self._compiled_work[0] != n_seq:
+            self._compiled_work = n_seq, torch.empty(fused.work_floats(n_seq))
+        if not isinstance(lr_ov, torch.Tensor):
+            lr_ov = torch.full((E,), float(lr_ov))
+        contiguous = lambda x: None if x is None else x.contiguous()  # noqa: E731
+        p_target = torch.empty(E, n_seq)
+        fused.ensemble_step(
+            E, n_seq, self.n_collapsed_ov, self.fixed, tasks.N_CLASSES, QUERY_ROWS.start,
+            SCALE, contiguous(batch.member_stream), contiguous(batch.data),
+            contiguous(batch.step), self._fixed_alpha_flat,
+            None if self.fixed else contiguous(batch.classes), contiguous(batch.targets),
+            self.params, self.qk_factorized, self.has_bias, contiguous(lr_qk.float()),
+            contiguous(lr_ov.float()), p_target, self._compiled_work[1])
+        return p_target
+
+    def step_eager(self, batch: EnsembleBatch, lr_qk: torch.Tensor, lr_ov: torch.Tensor | float
+                   ) -> torch.Tensor:
+        """:meth:`step` as batched PyTorch operations (about 30 per step)."""
         p, v, k = self.params, self._views, self.n_collapsed_ov
         n_seq = batch.targets.shape[1]
         w = self._work_space(n_seq)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import fused
 from .. import seeding
 
 VOCAB = 50
@@ -137,9 +138,10 @@ def sample_classes(generator: torch.Generator, batch: int, per_class: bool = Fal
     return torch.randint(N_CLASSES, (batch,), generator=generator)
 
 
-def _draw(generator: torch.Generator, batch: int, T: int, per_class: bool, repeats: int = 1
-          ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(classes, context tokens (rows, T-2)) of ``repeats`` consecutive batches.
+def _draw_slots(generator: torch.Generator, batch: int, T: int, per_class: bool,
+                repeats: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """(classes, slots (rows, T-2)) of ``repeats`` consecutive batches: context token l of
+    row r is ``_slot_tables()[classes[r], slots[r, l]]``.
 
     One call draws what ``repeats`` calls of ``batch`` rows would (the generator is read in
     the same order), so a stream can sample many batches at once.
@@ -151,9 +153,26 @@ def _draw(generator: torch.Generator, batch: int, T: int, per_class: bool, repea
         classes = sample_classes(generator, batch * repeats)
     # Every weight is a whole number of tenths (155 in all per class), so a uniform slot
     # among 155 looked up in a table is an exact draw, and far faster than multinomial.
-    slots = torch.randint(_SLOTS, (len(classes), T - 2), generator=generator)
+    return classes, torch.randint(_SLOTS, (len(classes), T - 2), generator=generator)
+
+
+def _draw(generator: torch.Generator, batch: int, T: int, per_class: bool, repeats: int = 1
+          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(classes, context tokens (rows, T-2)) of ``repeats`` consecutive batches."""
+    classes, slots = _draw_slots(generator, batch, T, per_class, repeats)
     context = torch.take(_slot_tables(), slots.add_(classes.unsqueeze(1) * _SLOTS))
     return classes, context
+
+
+def _draw_counts(generator: torch.Generator, batch: int, T: int, per_class: bool,
+                 repeats: int = 1) -> CountBatch:
+    """The counts of :func:`_draw`'s sequences (the same draws), counted in one compiled
+    pass where :mod:`~qkov.synthetic.fused` is available (exact either way)."""
+    if fused.available():
+        classes, slots = _draw_slots(generator, batch, T, per_class, repeats)
+        return CountBatch(classes, fused.count_tokens(slots, classes, _slot_tables(),
+                                                      query_token(0)))
+    return _counts(*_draw(generator, batch, T, per_class, repeats))
 
 
 def sample_tokens(generator: torch.Generator, batch: int, T: int, per_class: bool = False
@@ -175,7 +194,7 @@ def _counts(classes: torch.Tensor, context: torch.Tensor) -> CountBatch:
 def sample_counts(generator: torch.Generator, batch: int, T: int, per_class: bool = False
                   ) -> CountBatch:
     """The same distribution as :func:`sample_tokens`, as token counts (the same draws)."""
-    return _counts(*_draw(generator, batch, T, per_class))
+    return _draw_counts(generator, batch, T, per_class)
 
 
 class DataStream:
@@ -222,7 +241,7 @@ class DataStream:
         return self.batch * (N_CLASSES if self.per_class else 1)
 
     def _draw_chunk(self) -> None:
-        self._chunk = _counts(*_draw(self._generator, self.batch, self.T, self.per_class,
-                                     repeats=self.CHUNK))
+        self._chunk = _draw_counts(self._generator, self.batch, self.T, self.per_class,
+                                   repeats=self.CHUNK)
         self._chunk_start = self._next_chunk
         self._next_chunk += self.CHUNK

@@ -151,6 +151,19 @@ class _Group:
         ``member_streams`` the stream of each member. What depends on the data alone (log
         counts, one-hot classes) is computed once per stream, then laid out per member."""
         chunk, rows = tasks.DataStream.CHUNK, self.configs[0].rows_per_batch
+        if self.ensemble.fused:  # the compiled step reads each stream's data where it lies
+            streams = list(dict.fromkeys(member_streams))
+            member_stream = torch.tensor([streams.index(s) for s in member_streams])
+            batch = models.StreamBatch.from_counts(
+                torch.stack([drawn[s].counts.view(chunk, rows, -1) for s in streams], 1),
+                torch.stack([drawn[s].classes.view(chunk, rows) for s in streams], 1),
+                member_stream, self.ensemble.fixed)
+            fields = [None if x is None else x.unbind(0) for x in
+                      (batch.data, batch.classes, batch.targets, batch.step)]
+            self.chunk = ([models.StreamBatch(member_stream, *(None if f is None else f[j]
+                                                               for f in fields))
+                           for j in range(chunk)], self._qk_rates(t0))
+            return
         per_stream = {}
         for s in member_streams:
             if s not in per_stream:
@@ -175,14 +188,18 @@ class _Group:
                 shape = (parts[0].shape[0], len(parts), *parts[0].shape[1:])
                 return torch.stack(parts, 1, out=self._layout(name, shape, parts[0].dtype))
             batch = models.EnsembleBatch(*map(laid_out, ("log_counts", "class_onehot",
-                                                         "targets")))
-        t = torch.arange(t0, t0 + chunk, dtype=torch.float32).unsqueeze(1)
-        lr_qk = self.lr_qk * (self.ramp_start + self.ramp_slope * t)  # (K, E)
+                                                         "targets")), None, laid_out("classes"))
         # One object per step, made here at once (unbind: K views in one call).
         fields = [None if x is None else x.unbind(0) for x in
-                  (batch.log_counts, batch.class_onehot, batch.targets, batch.attention)]
+                  (batch.log_counts, batch.class_onehot, batch.targets, batch.attention,
+                   batch.classes)]
         self.chunk = ([models.EnsembleBatch(*(None if f is None else f[j] for f in fields))
-                       for j in range(chunk)], lr_qk.unbind(0))
+                       for j in range(chunk)], self._qk_rates(t0))
+
+    def _qk_rates(self, t0: int) -> list[torch.Tensor]:
+        """The members' QK learning rates at the steps of the chunk from t0 on."""
+        t = torch.arange(t0, t0 + tasks.DataStream.CHUNK, dtype=torch.float32).unsqueeze(1)
+        return (self.lr_qk * (self.ramp_start + self.ramp_slope * t)).unbind(0)  # K x (E,)
 
     def _layout(self, name: str, shape: tuple, dtype=torch.float32) -> torch.Tensor:
         """A work tensor for this chunk's ``name``, the last chunk's when the shape is the
