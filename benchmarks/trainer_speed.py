@@ -8,26 +8,31 @@ printed: machines are shared and noisy, so only the ratios mean something across
 
 (a) baseline: what notebook-first code does - one model at a time, ``nn.Linear`` layers on
     dense one-hot (B, T-1, 50) tensors, autograd, ``torch.optim.SGD`` with a learning rate
-    per circuit; (b) ``qkov.synthetic.train.train`` on the same 40 runs (8 panels x 5 seeds, batch 32,
-    T = 64 or 128) as one batched computation on token counts with hand-written gradients,
-    in one process; (c) the same split over worker processes (what the notebooks use).
+    per circuit; (b) ``qkov.synthetic.train.train`` on the same 40 runs (8 panels x 5 seeds,
+    batch 32, T = 64 or 128) as one ensemble on token counts with hand-written gradients, in
+    one process, with its compiled step (``qkov.synthetic.fused``); (c) the same split over
+    worker processes (what the notebooks use); (b') and (c') the same with the eager PyTorch
+    step, which the trainer falls back to without a C compiler.
 
-Then one training step of (b) is taken apart: drawing the data, laying it out per member,
-and the step itself - the time spent inside PyTorch's operators ("ensemble math", from
-torch.profiler, with the number of operators per step) and the rest ("Python and dispatch
-overhead") - and the trainer's matrix throughput is set against a batched matmul of the
-same shape. ``--output`` writes all of it as JSON; the book's reproducibility page shows
-that file (benchmarks/results/trainer-speed.json), so no number there is typed by hand.
+Then one training step of (b) and of (b') is taken apart: drawing the data, laying it out,
+and the step itself - the time inside the compiled function or PyTorch's operators ("ensemble
+math", with the number of PyTorch operators per step, from torch.profiler) and the rest
+("Python and dispatch overhead") - and the trainer's matrix throughput is set against a
+batched matmul of the same shape. ``--output`` writes all of it as JSON; the book's
+reproducibility page shows that file (benchmarks/results/trainer-speed.json), so no number
+there is typed by hand.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import math
 import platform
 import time
+import unittest.mock
 from pathlib import Path
 
 import torch
@@ -35,7 +40,7 @@ from torch import nn
 
 from qkov import artifacts, seeding
 from qkov.figures import paper_fig2
-from qkov.synthetic import models, tasks
+from qkov.synthetic import fused, models, tasks
 from qkov.synthetic import train as T
 
 V = tasks.VOCAB
@@ -101,11 +106,12 @@ def shortened(runs, steps: int):
                         r.batch_size, r.T) for r in runs]
 
 
-def trainer_rate(runs, steps: int, workers: int = 1) -> float:
+def trainer_rate(runs, steps: int, workers: int = 1, compiled: bool = True) -> float:
     runs = shortened(runs, steps)
-    start = time.perf_counter()
-    T.train(runs, progress=False, workers=workers)
-    return len(runs) * steps / (time.perf_counter() - start)
+    with contextlib.nullcontext() if compiled else fused.turned_off():
+        start = time.perf_counter()
+        T.train(runs, progress=False, workers=workers)
+        return len(runs) * steps / (time.perf_counter() - start)
 
 
 def flops_per_model_step(run, B: int = 32) -> float:
@@ -119,42 +125,68 @@ def flops_per_model_step(run, B: int = 32) -> float:
     return products * 2 * B * V * V
 
 
-def step_breakdown(runs, steps: int = 200) -> dict:
-    """Where one step of the one-process trainer goes, per step of all ``runs`` together."""
-    runs = shortened(runs, steps)
-    chunk = tasks.DataStream.CHUNK
-    keys = list(dict.fromkeys(r.stream_key for r in runs))
-    streams = [tasks.DataStream(seeding.derived_seed(s, "data"), t, b, pc) for s, t, b, pc in keys]
-    group = T._Group(runs, list(range(len(runs))))
-    member_streams = [keys.index(c.stream_key) for c in group.configs]
+class _TimedLibrary:
+    """The compiled library, timing the calls of its step."""
 
-    start = time.perf_counter()
-    drawn = [[s.chunk_at(k) for s in streams] for k in range(0, steps, chunk)]
-    sampling = time.perf_counter() - start
-    start = time.perf_counter()
-    for j, part in enumerate(drawn):
-        group.load_chunk(j * chunk, part, member_streams)
-    layout = time.perf_counter() - start
+    def __init__(self, lib):
+        self.lib, self.seconds = lib, 0.0
 
-    group.load_chunk(0, drawn[0], member_streams)
-    for k in range(chunk):  # warm up
-        group.step(k)
-    start = time.perf_counter()
-    for k in range(chunk):
-        group.step(k)
-    wall = (time.perf_counter() - start) / chunk
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    def __getattr__(self, name):
+        return getattr(self.lib, name)
+
+    def qkov_ensemble_step(self, *args):
+        start = time.perf_counter()
+        status = self.lib.qkov_ensemble_step(*args)
+        self.seconds += time.perf_counter() - start
+        return status
+
+
+def step_breakdown(runs, steps: int = 200, compiled: bool = True) -> dict:
+    """Where one step of the one-process trainer goes, per step of all ``runs`` together:
+    with the compiled step, or (``compiled=False``) with the eager one."""
+    with contextlib.nullcontext() if compiled else fused.turned_off():
+        runs = shortened(runs, steps)
+        chunk = tasks.DataStream.CHUNK
+        keys = list(dict.fromkeys(r.stream_key for r in runs))
+        streams = [tasks.DataStream(seeding.derived_seed(s, "data"), t, b, pc)
+                   for s, t, b, pc in keys]
+        group = T._Group(runs, list(range(len(runs))))
+        member_streams = [keys.index(c.stream_key) for c in group.configs]
+
+        start = time.perf_counter()
+        drawn = [[s.chunk_at(k) for s in streams] for k in range(0, steps, chunk)]
+        sampling = time.perf_counter() - start
+        start = time.perf_counter()
+        for j, part in enumerate(drawn):
+            group.load_chunk(j * chunk, part, member_streams)
+        layout = time.perf_counter() - start
+
+        group.load_chunk(0, drawn[0], member_streams)
+        for k in range(chunk):  # warm up
+            group.step(k)
+        start = time.perf_counter()
         for k in range(chunk):
             group.step(k)
-    # Top-level operators only (their children are inside their time): what one step calls.
-    top = [e for e in prof.events() if e.cpu_parent is None and e.name.startswith("aten::")]
-    op_time = sum(e.cpu_time_total for e in top) / 1e6 / chunk
+        wall = (time.perf_counter() - start) / chunk
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for k in range(chunk):
+                group.step(k)
+        # Top-level operators only (their children are inside their time): what a step calls.
+        top = [e for e in prof.events() if e.cpu_parent is None and e.name.startswith("aten::")]
+        math = sum(e.cpu_time_total for e in top) / 1e6 / chunk
+        if group.ensemble.fused:  # the compiled function's own time
+            timed = _TimedLibrary(fused._library())
+            with unittest.mock.patch.object(fused, "_library", lambda: timed):
+                for k in range(chunk):
+                    group.step(k)
+            math = timed.seconds / chunk
     return {
+        "compiled": group.ensemble.fused,
         "sampling_us": 1e6 * sampling / steps,
         "layout_us": 1e6 * layout / steps,
         "step_us": 1e6 * wall,
-        "ensemble_math_us": 1e6 * min(op_time, wall),
-        "overhead_us": 1e6 * max(wall - op_time, 0.0),
+        "ensemble_math_us": 1e6 * min(math, wall),
+        "overhead_us": 1e6 * max(wall - math, 0.0),
         "operators_per_step": len(top) / chunk,
         "members": len(runs),
         "streams": len(streams),
@@ -193,36 +225,49 @@ def main(argv=None) -> int:
                f"torch {torch.__version__}")
     print(f"machine: {machine}")
     print(f"workload: paper Fig. 2, {len(runs)} runs (8 panels x 5 seeds), batch 32")
+    compiled = fused.available()
+    if not compiled:
+        print("the compiled step is not available here: (b) and (c) take the eager step too")
     # Interleaved rounds, best of each: the machine's speed drifts, and a drift between
     # measuring (a) and (b) would otherwise show up in their ratio.
-    rates = [(baseline_rate(runs, args.baseline_steps), trainer_rate(runs, args.trainer_steps),
-              trainer_rate(runs, args.trainer_steps, workers=args.workers))
+    steps, workers = args.trainer_steps, args.workers
+    rates = [(baseline_rate(runs, args.baseline_steps),
+              trainer_rate(runs, steps), trainer_rate(runs, steps, workers=workers),
+              trainer_rate(runs, steps, compiled=False),
+              trainer_rate(runs, steps, workers=workers, compiled=False))
              for _ in range(args.rounds)]
-    base, single, fast = (max(r[i] for r in rates) for i in range(3))
+    base, single, fast, eager_single, eager_fast = (max(r[i] for r in rates) for i in range(5))
     print(f"best of {args.rounds} interleaved rounds:")
-    print(f"(a) per-model baseline : {base:10.0f} model-steps/s "
+    print(f"(a)  per-model baseline : {base:10.0f} model-steps/s "
           f"({len(runs)} runs x {args.baseline_steps} steps)")
-    print(f"(b) qkov trainer       : {single:10.0f} model-steps/s "
-          f"({len(runs)} runs x {args.trainer_steps} steps, one process)")
-    print(f"(c) qkov trainer       : {fast:10.0f} model-steps/s "
-          f"(the same, split over {args.workers} worker processes)")
-    print(f"speed-up (b)/(a)       : {single / base:10.1f}x")
-    print(f"speed-up (c)/(a)       : {fast / base:10.1f}x")
+    print(f"(b)  qkov trainer       : {single:10.0f} model-steps/s "
+          f"({len(runs)} runs x {steps} steps, one process, compiled step)")
+    print(f"(c)  qkov trainer       : {fast:10.0f} model-steps/s "
+          f"(the same, split over {workers} worker processes)")
+    print(f"(b') eager step         : {eager_single:10.0f} model-steps/s (as (b), PyTorch step)")
+    print(f"(c') eager step         : {eager_fast:10.0f} model-steps/s (as (c), PyTorch step)")
+    print(f"speed-up (b)/(a)        : {single / base:10.1f}x")
+    print(f"speed-up (c)/(a)        : {fast / base:10.1f}x")
+    print(f"speed-up (b')/(a)       : {eager_single / base:10.1f}x")
+    print(f"speed-up (c')/(a)       : {eager_fast / base:10.1f}x")
 
-    parts = step_breakdown(runs)
-    print(f"one step of (b), all {parts['members']} runs ({parts['streams']} data streams):")
-    print(f"  sampling the data    : {parts['sampling_us']:8.0f} us")
-    print(f"  laying it out        : {parts['layout_us']:8.0f} us")
-    print(f"  ensemble math        : {parts['ensemble_math_us']:8.0f} us "
-          f"({parts['operators_per_step']:.0f} PyTorch operators)")
-    print(f"  Python and dispatch  : {parts['overhead_us']:8.0f} us")
+    parts = {"compiled": step_breakdown(runs), "eager": step_breakdown(runs, compiled=False)}
+    for name, label in (("compiled", "(b)"), ("eager", "(b')")):
+        part = parts[name]
+        print(f"one step of {label}, all {part['members']} runs ({part['streams']} data streams):")
+        print(f"  sampling the data    : {part['sampling_us']:8.0f} us")
+        print(f"  laying it out        : {part['layout_us']:8.0f} us")
+        inside = "in the compiled function" if part["compiled"] else "in PyTorch operators"
+        print(f"  ensemble math        : {part['ensemble_math_us']:8.0f} us ({inside}; "
+              f"{part['operators_per_step']:.0f} PyTorch operators per step)")
+        print(f"  Python and dispatch  : {part['overhead_us']:8.0f} us")
 
     flops = sum(flops_per_model_step(r) for r in runs) / len(runs)
     bmm, gemm = measured_matmul_gflops(len(runs))
     throughput = fast * flops / 1e9
     print(f"matrix work per model-step: {flops / 1e6:.3f} MFLOP (mean over the runs)")
-    print(f"trainer throughput: {throughput:.1f} GFLOP/s = {100 * throughput / bmm:.0f}% of a "
-          f"batched matmul of the same shape ({bmm:.1f} GFLOP/s), "
+    print(f"trainer (c) throughput: {throughput:.1f} GFLOP/s = {100 * throughput / bmm:.0f}% of a "
+          f"batched matmul of the same shape ({bmm:.1f} GFLOP/s, both cores), "
           f"{100 * throughput / gemm:.0f}% of a large matmul ({gemm:.1f} GFLOP/s)")
     total = sum(r.steps for r in runs)
     print(f"paper-scale Fig. 2 without early stopping: {total / 1e6:.2f} M model-steps, "
@@ -233,12 +278,17 @@ def main(argv=None) -> int:
             "date": datetime.date.today().isoformat(),
             "machine": machine, "cpu_count": __import__("os").cpu_count(),
             "workload": f"paper Fig. 2: {len(runs)} runs, batch 32",
-            "trainer_steps": args.trainer_steps, "baseline_steps": args.baseline_steps,
-            "workers": args.workers, "rounds": args.rounds,
+            "trainer_steps": steps, "baseline_steps": args.baseline_steps,
+            "workers": workers, "rounds": args.rounds, "compiled_step": compiled,
             "baseline_model_steps_per_s": base, "trainer_model_steps_per_s": single,
             "trainer_workers_model_steps_per_s": fast,
+            "eager_model_steps_per_s": eager_single,
+            "eager_workers_model_steps_per_s": eager_fast,
             "speedup_one_process": single / base, "speedup_workers": fast / base,
-            "step": parts, "mflop_per_model_step": flops / 1e6,
+            "eager_speedup_one_process": eager_single / base,
+            "eager_speedup_workers": eager_fast / base,
+            "step": parts["compiled"], "eager_step": parts["eager"],
+            "mflop_per_model_step": flops / 1e6,
             "trainer_gflops": throughput, "batched_matmul_gflops": bmm,
             "large_matmul_gflops": gemm, "fraction_of_batched_matmul": throughput / bmm,
         }

@@ -17,13 +17,20 @@ def test_benchmark_runs_and_prints_the_ratio(capsys, tmp_path):
     assert bench.main(["--trainer-steps", "10", "--baseline-steps", "1", "--rounds", "1",
                        "--output", str(out_file)]) == 0
     out = capsys.readouterr().out
-    assert "speed-up (b)/(a)" in out and "speed-up (c)/(a)" in out and "model-steps/s" in out
+    for ratio in ("(b)/(a)", "(c)/(a)", "(b')/(a)", "(c')/(a)"):
+        assert f"speed-up {ratio}" in out
     for part in ("sampling the data", "laying it out", "ensemble math", "Python and dispatch"):
-        assert part in out
+        assert out.count(part) == 2  # the compiled and the eager step
     record = json.loads(out_file.read_text())
     assert record["speedup_workers"] == pytest.approx(
         record["trainer_workers_model_steps_per_s"] / record["baseline_model_steps_per_s"])
-    assert record["step"]["operators_per_step"] > 10
+    assert record["eager_speedup_workers"] == pytest.approx(
+        record["eager_workers_model_steps_per_s"] / record["baseline_model_steps_per_s"])
+    assert record["eager_step"]["operators_per_step"] > 10  # the eager step's operators
+    assert not record["eager_step"]["compiled"]
+    assert record["step"]["compiled"] == record["compiled_step"]
+    if record["compiled_step"]:  # a handful of PyTorch calls around the compiled function
+        assert record["step"]["operators_per_step"] < 10
 
 
 def test_the_committed_record_is_a_full_benchmark_run():
@@ -31,6 +38,7 @@ def test_the_committed_record_is_a_full_benchmark_run():
     record = json.loads((REPO / "benchmarks" / "results" / "trainer-speed.json").read_text())
     assert record["trainer_steps"] >= 1000 and record["baseline_steps"] >= 25
     assert record["rounds"] >= 3 and record["workload"].startswith("paper Fig. 2: 40 runs")
+    assert record["compiled_step"] and "eager_workers_model_steps_per_s" in record
 
 
 def test_baseline_and_library_models_compute_the_same_function():

@@ -103,20 +103,30 @@ def _table(header: list[str], rows: list[list[str]]) -> nodes.table:
 
 
 def trainer_speed_rows(r: dict) -> tuple[list[str], list[list[str]], str]:
-    step = r["step"]
+    how = "compiled step" if r.get("compiled_step") else "eager step (no compiler found)"
     rows = [
         ["(a) per-model baseline", f"{r['baseline_model_steps_per_s']:,.0f}", "1x"],
-        ["(b) qkov.synthetic.train, one process", f"{r['trainer_model_steps_per_s']:,.0f}",
-         f"{r['speedup_one_process']:.1f}x"],
-        [f"(c) qkov.synthetic.train, {r['workers']} worker processes",
+        [f"(b) qkov.synthetic.train, one process, {how}",
+         f"{r['trainer_model_steps_per_s']:,.0f}", f"{r['speedup_one_process']:.1f}x"],
+        [f"(c) qkov.synthetic.train, {r['workers']} worker processes, {how}",
          f"{r['trainer_workers_model_steps_per_s']:,.0f}", f"{r['speedup_workers']:.1f}x"],
+        ["(b') as (b), eager PyTorch step", f"{r['eager_model_steps_per_s']:,.0f}",
+         f"{r['eager_speedup_one_process']:.1f}x"],
+        ["(c') as (c), eager PyTorch step", f"{r['eager_workers_model_steps_per_s']:,.0f}",
+         f"{r['eager_speedup_workers']:.1f}x"],
     ]
+
+    def breakdown(step: dict) -> str:
+        inside = "in the compiled function" if step["compiled"] else (
+            f"in {step['operators_per_step']:.0f} PyTorch operators")
+        return (f"{step['sampling_us']:.0f} us drawing the data ({step['streams']} streams), "
+                f"{step['layout_us']:.0f} us laying it out, {step['ensemble_math_us']:.0f} us "
+                f"{inside}, {step['overhead_us']:.0f} us Python and dispatch")
+
     note = (f"Measured on {r['date']} ({r['machine']}; {r['trainer_steps']:,} steps of each "
-            f"of the {r['workload']}). One step of (b) for all {step['members']} runs: "
-            f"{step['sampling_us']:.0f} us drawing the data ({step['streams']} streams), "
-            f"{step['layout_us']:.0f} us laying it out, {step['ensemble_math_us']:.0f} us in "
-            f"{step['operators_per_step']:.0f} PyTorch operators, "
-            f"{step['overhead_us']:.0f} us Python and dispatch. The trainer does "
+            f"of the {r['workload']}; best of {r['rounds']} interleaved rounds). One step of "
+            f"(b) for all {r['step']['members']} runs: {breakdown(r['step'])}; of (b'): "
+            f"{breakdown(r['eager_step'])}. The trainer does "
             f"{r['mflop_per_model_step']:.2f} MFLOP of matrix work per model-step: (c) runs "
             f"at {r['trainer_gflops']:.1f} GFLOP/s, "
             f"{100 * r['fraction_of_batched_matmul']:.0f}% of a batched matmul of the same "

@@ -17,6 +17,7 @@ cannot be built or loaded, the trainer says why once and takes the eager step.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -119,8 +120,25 @@ def _library():
     return lib
 
 
+_turned_off = False
+
+
+@contextlib.contextmanager
+def turned_off():
+    """Within it, :func:`available` is false: ensembles made there take the eager step
+    (the benchmark measures both side by side; forked workers inherit the setting)."""
+    global _turned_off
+    before, _turned_off = _turned_off, True
+    try:
+        yield
+    finally:
+        _turned_off = before
+
+
 def available() -> bool:
     """Whether the compiled step is used; if not, says why once (a RuntimeWarning)."""
+    if _turned_off:
+        return False
     lib = _library()
     if isinstance(lib, str):
         if lib != f"{ENV_SWITCH}=0":
