@@ -1,16 +1,17 @@
 """The ensemble's SGD step as one compiled C function (``fused_step.c``), loaded with ctypes.
 
 On the trainer's tensors (a member's batch is 32 x 50) every PyTorch operator costs more in
-dispatch than in arithmetic: the eager step (:meth:`~qkov.synthetic.models.Ensemble.step`)
+dispatch than in arithmetic: the eager step (:meth:`~qkov.synthetic.models.Ensemble.step_eager`)
 runs about 30 of them per step however few members there are. The compiled step takes every
 member through its whole step in cache with no dispatch, skipping the tokens a sequence does
 not hold. It computes the same mathematics; results differ from the eager step's by
-floating-point rounding (the tests compare the two).
+floating-point rounding (the tests compare the two). The same library counts the tokens of
+sampled sequences (:func:`count_tokens`, exact).
 
-The library is compiled with the system's C compiler (``$CC``, else cc, gcc or clang) on first use -
-``make`` does it while installing, ``python -m qkov.synthetic.fused`` does it by hand - into
-``$QKOV_CACHE_DIR`` (default ``~/.cache/qkov``) under a name that hashes the source, the
-flags, the compiler and the CPU (it is built for this CPU: ``-march=native``). Where it
+The library is compiled with the system's C compiler (``$CC``, else cc, gcc or clang) on
+first use - ``make`` does it while installing, ``python -m qkov.synthetic.fused`` by hand -
+into :func:`cache_dir` (``~/.cache/qkov`` by default) under a name that hashes the source,
+the flags, the compiler and the CPU (it is built for this CPU: ``-march=native``). Where it
 cannot be built or loaded, the trainer says why once and takes the eager step.
 ``QKOV_FUSED_STEP=0`` turns it off.
 """
@@ -79,8 +80,20 @@ def library_path() -> Path:
         raise FusedStepUnavailable(f"C compiler {compiler!r} does not run: {error}") from error
     key = hashlib.sha256("\0".join([SOURCE.read_text(), " ".join(_flags()), compiler,
                                     *version, _cpu_signature()]).encode()).hexdigest()[:16]
-    cache = Path(os.environ.get("QKOV_CACHE_DIR", Path.home() / ".cache" / "qkov"))
-    return cache / f"fused_step-{key}.so"
+    return cache_dir() / f"fused_step-{key}.so"
+
+
+def cache_dir() -> Path:
+    """``$QKOV_CACHE_DIR``, else ``$XDG_CACHE_HOME/qkov``, else ``~/.cache/qkov`` (or a
+    folder in the temporary directory where there is no home)."""
+    if os.environ.get("QKOV_CACHE_DIR"):
+        return Path(os.environ["QKOV_CACHE_DIR"])
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "qkov"
+    try:
+        return Path.home() / ".cache" / "qkov"
+    except RuntimeError:  # no home directory
+        return Path(tempfile.gettempdir()) / f"qkov-cache-{os.getuid()}"
 
 
 def build(force: bool = False) -> Path:
@@ -203,7 +216,7 @@ def main() -> int:
     """Build the library now (``make`` calls this while installing) and say where it is."""
     try:
         path = build()
-    except FusedStepUnavailable as error:
+    except (FusedStepUnavailable, OSError) as error:
         print(f"qkov: compiled training step not built; training will take the eager step. "
               f"Reason: {error}", file=sys.stderr)
         return 0  # not an install failure: the eager step computes the same
