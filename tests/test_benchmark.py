@@ -78,4 +78,5 @@ def test_evaluation_benchmark_runs_and_prints_the_ratio(capsys):
     spec.loader.exec_module(bench)
     assert bench.main(["--eval-batches", "2", "--rounds", "1"]) == 0
     out = capsys.readouterr().out
-    assert "speed-up (b)/(a)" in out and "SharpeningProbe" in out and "off by up to" in out
+    assert "speed-up (b)/(a)" in out and "speed-up (b')/(a)" in out
+    assert "SharpeningProbe" in out and "off by up to" in out

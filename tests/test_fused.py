@@ -178,3 +178,22 @@ def test_the_cached_library_is_rebuilt_when_its_source_changes(monkeypatch, tmp_
 def test_bad_tensors_are_refused_naming_the_argument():
     with pytest.raises(ValueError, match="'classes' must be a contiguous CPU torch.int64"):
         fused._pointer(torch.zeros(3), torch.int64, "classes")
+
+
+@needs_compiler
+def test_compiled_and_eager_sharpening_probes_agree():
+    """Fig. 3's per-epoch measurement: the compiled probe against the batched PyTorch one,
+    for alphas with and without a sharper attention (alpha + d > 1 has pressure 0)."""
+    from qkov.synthetic import metrics
+
+    held_out = metrics.held_out_batches(3, 64, 20, per_class=True)
+    g = torch.Generator().manual_seed(1)
+    circuits = {"W_OV": torch.randn(5, 50, 50, generator=g) * 0.5,
+                "b": torch.randn(5, 50, generator=g) * 0.1}
+    alphas = np.array([0.1, 0.4, 0.8, 0.997, 1.0])
+    probe = metrics.SharpeningProbe(held_out, chunk=300)
+    ours = probe(circuits, alphas)
+    with fused.turned_off():
+        theirs = probe(circuits, alphas)
+    assert np.allclose(ours, theirs, rtol=1e-6, atol=1e-9)
+    assert (ours[:3, 1] != 0).all() and (ours[3:, 1] == 0).all()

@@ -127,6 +127,11 @@ def _library():
                                        *[pointer] * 17]
     lib.qkov_count_tokens.argtypes = [i64, i64, pointer, pointer, pointer, i64, i64, pointer]
     lib.qkov_count_tokens.restype = None
+    lib.qkov_sharpening_probe.argtypes = [i64, i64, *[pointer] * 4, i64, pointer, pointer,
+                                          i64, *[pointer] * 6]
+    lib.qkov_sharpening_probe.restype = ctypes.c_int
+    lib.qkov_probe_work_floats.argtypes = [i64]
+    lib.qkov_probe_work_floats.restype = i64
     lib.qkov_ensemble_step.restype = ctypes.c_int
     lib.qkov_work_floats.argtypes = [i64]
     lib.qkov_work_floats.restype = i64
@@ -206,6 +211,25 @@ def count_tokens(slots: torch.Tensor, classes: torch.Tensor, table: torch.Tensor
         _pointer(classes, i64, "classes"), _pointer(table, i64, "table"), table.shape[1],
         query_row0, _pointer(counts, torch.float32, "counts"))
     return counts
+
+
+def sharpening_probe(w_ov_t, bias, alpha, a_step, off_tokens, off, step_tokens, step,
+                     targets, losses, drops) -> None:
+    """Add E OV circuits' summed losses and sharpening drops on n sequences of one class to
+    ``losses`` and ``drops`` (float64, (E,)): see ``qkov_sharpening_probe`` in the source
+    and :class:`qkov.synthetic.metrics.SharpeningProbe`, which it computes."""
+    f32, i64, f64 = torch.float32, torch.int64, torch.float64
+    n_off, n_step = len(off_tokens), len(step_tokens)
+    work = torch.empty(_library().qkov_probe_work_floats(n_off + n_step))
+    status = _library().qkov_sharpening_probe(
+        len(w_ov_t), len(targets), _pointer(w_ov_t, f32, "w_ov_t"), _pointer(bias, f32, "bias"),
+        _pointer(alpha, f32, "alpha"), _pointer(a_step, f32, "a_step"), n_off,
+        _pointer(off_tokens, i64, "off_tokens"), _pointer(off, f32, "off"), n_step,
+        _pointer(step_tokens, i64, "step_tokens"), _pointer(step, f32, "step"),
+        _pointer(targets, i64, "targets"), _pointer(losses, f64, "losses"),
+        _pointer(drops, f64, "drops"), _pointer(work, f32, "work"))
+    if status != 0:
+        raise ValueError(f"sharpening probe refused its arguments (status {status})")
 
 
 def work_floats(n_seq: int) -> int:

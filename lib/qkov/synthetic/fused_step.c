@@ -241,6 +241,8 @@ static inline void descend_outer(int64_t B, const float *restrict d, const float
 }
 
 /* Work space this kernel needs, in floats, for B sequences. */
+int64_t qkov_probe_work_floats(int64_t n_rows) { return (n_rows + 1) * P + VW; }
+
 int64_t qkov_work_floats(int64_t B) { return 5 * B * P + 6 * V * P + 2 * NC * P + 2 * P + VW; }
 
 /* Returns 0, or -1 if n_classes is not the compiled NC.
@@ -445,4 +447,94 @@ void qkov_count_tokens(int64_t R, int64_t L, const int64_t *restrict slots,
         for (int64_t l = 0; l < L; l++) cr[row_table[sr[l]]] += 1.0f;
         cr[query_row0 + classes[r]] += 1.0f;
     }
+}
+
+/* expm1(x) to about one float ulp: its Taylor polynomial (to x^8) where |x| < 1/2, where
+ * exp(x) - 1 would lose digits, and exp(x) - 1 elsewhere (|exp(x) - 1| > 0.39 there). */
+static inline vf expm1_vec(vf x) {
+    vf p = splat(1.0f / 40320.0f);
+    p = p * x + 1.0f / 5040.0f;
+    p = p * x + 1.0f / 720.0f;
+    p = p * x + 1.0f / 120.0f;
+    p = p * x + 1.0f / 24.0f;
+    p = p * x + 1.0f / 6.0f;
+    p = p * x + 0.5f;
+    p = p * x + 1.0f;
+    vf ax = blend(x < 0.0f, -x, x);
+    return blend(ax < 0.5f, p * x, exp_nonpositive(x) - 1.0f);
+}
+
+/* Fig. 3's per-epoch measurement (qkov.synthetic.metrics.SharpeningProbe) of E OV circuits
+ * on n held-out sequences of one class: with the hidden state h = off + alpha s under fixed
+ * attention alpha (off on the tokens off_tokens, s on step_tokens), logits z = W_OV h + b
+ * and D = W_OV s, each member's sums over the sequences of
+ *   loss: -log softmax(z)[t]
+ *   drop: a D[t] - log1p(sum_i softmax(z)_i expm1(a D_i)),  a = a_step[e]
+ * are added to losses[e] and drops[e] (in double). w_ov_t: (E, V, V), W_OV transposed
+ * (row j is what token j adds to the logits); bias (E, V); off (n, n_off), step (n,
+ * n_step); targets (n,). Returns -1 if n_off or n_step exceed V. */
+int qkov_sharpening_probe(int64_t E, int64_t n, const float *restrict w_ov_t,
+                          const float *restrict bias, const float *restrict alpha,
+                          const float *restrict a_step, int64_t n_off,
+                          const int64_t *restrict off_tokens, const float *restrict off,
+                          int64_t n_step, const int64_t *restrict step_tokens,
+                          const float *restrict step, const int64_t *restrict targets,
+                          double *restrict losses, double *restrict drops,
+                          float *restrict work) /* (n_off + n_step + 1) * P + VW floats */
+{
+    if (n_off > V || n_step > V) return -1;
+    work += (VW - ((uintptr_t)work / sizeof(float)) % VW) % VW;
+    float *rows_off = work, *rows_step = rows_off + n_off * P, *b = rows_step + n_step * P;
+    for (int64_t e = 0; e < E; e++) {
+        const float *wt = w_ov_t + e * V * V;
+        vf x[NV];
+        for (int64_t k = 0; k < n_off; k++) {
+            load_row(wt + off_tokens[k] * V, x);
+            store_padded(rows_off + k * P, x);
+        }
+        for (int64_t k = 0; k < n_step; k++) {
+            load_row(wt + step_tokens[k] * V, x);
+            store_padded(rows_step + k * P, x);
+        }
+        load_row(bias + e * V, x);
+        store_padded(b, x);
+        const vf al = splat(alpha[e]), as = splat(a_step[e]);
+        double loss = 0.0, drop = 0.0;
+        for (int64_t s = 0; s < n; s++) {
+            vf z[NV], d[NV];
+            for (int k = 0; k < NV; k++) {
+                z[k] = load(b + k * VW);
+                d[k] = splat(0.0f);
+            }
+            for (int64_t j = 0; j < n_off; j++) {
+                const vf c = splat(off[s * n_off + j]);
+                for (int k = 0; k < NV; k++) z[k] += c * load(rows_off + j * P + k * VW);
+            }
+            for (int64_t j = 0; j < n_step; j++) {
+                const vf c = splat(step[s * n_step + j]);
+                for (int k = 0; k < NV; k++) d[k] += c * load(rows_step + j * P + k * VW);
+            }
+            const int64_t t = targets[s];
+            vf m = splat(-INFINITY), u[NV];
+            for (int k = 0; k < NV; k++) {
+                z[k] += al * d[k];
+                u[k] = as * d[k];
+            }
+            z[NV - 1] = blend(tail_lanes(), z[NV - 1], splat(-INFINITY));
+            for (int k = 0; k < NV; k++) m = vmax(z[k], m);
+            const float mx = reduce_max(m);
+            vf sum = {}, weighted = {};
+            for (int k = 0; k < NV; k++) {
+                const vf p = exp_nonpositive(z[k] - mx); /* 0 in the padding */
+                sum += p;
+                weighted += p * expm1_vec(u[k]);
+            }
+            const float total = reduce_sum(sum);
+            loss -= (double)(z[t / VW][t % VW] - mx - logf(total));
+            drop += (double)(u[t / VW][t % VW] - log1pf(reduce_sum(weighted) / total));
+        }
+        losses[e] += loss;
+        drops[e] += drop;
+    }
+    return 0;
 }

@@ -11,7 +11,7 @@ import numpy as np
 import scipy.stats
 import torch
 
-from . import models, tasks
+from . import fused, models, tasks
 from ..circuits import effective
 from ..seeding import derived_seed
 
@@ -168,8 +168,8 @@ class SharpeningProbe:
             parts = models.FixedAttentionParts.of(counts, classes)
             for c in classes.unique().tolist():
                 rows = (classes == c).nonzero().squeeze(1)
-                self.chunks.append((c, parts.off[rows][:, :tasks.N_COMMON],
-                                    parts.step[rows][:, support[c]],
+                self.chunks.append((c, parts.off[rows][:, :tasks.N_COMMON].contiguous(),
+                                    parts.step[rows][:, support[c]].contiguous(),
                                     tasks.target_token(classes[rows]).view(1, -1, 1)))
 
     @torch.no_grad()
@@ -183,9 +183,31 @@ class SharpeningProbe:
         w_ov, bias = (w_ov[None], params["b"][None]) if single else (w_ov, params["b"])
         E = len(w_ov)
         alpha = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (E,))
-        a = torch.tensor(alpha, dtype=torch.float32).view(-1, 1, 1)
-        a_step = torch.tensor(np.minimum(alpha + d, 1.0) - alpha,  # 0 where alpha = 1
-                              dtype=torch.float32).view(-1, 1, 1)
+        a_step = np.minimum(alpha + d, 1.0) - alpha  # 0 where alpha = 1
+        sums = self._compiled if fused.available() else self._eager
+        losses, drops = sums(w_ov, bias, torch.tensor(alpha, dtype=torch.float32),
+                             torch.tensor(a_step, dtype=torch.float32))
+        losses, drops = losses.numpy() / self.n, drops.numpy() / self.n
+        out = np.stack([losses, np.where(alpha + d > 1.0, 0.0, drops / d)], -1)
+        return out[0] if single else out
+
+    def _compiled(self, w_ov, bias, alpha, a_step):
+        """The loss and drop summed over all sequences (E,), by the compiled probe (one
+        sequence at a time in registers; it computes what :meth:`_eager` does)."""
+        E = len(w_ov)
+        losses = torch.zeros(E, dtype=torch.float64)
+        drops = torch.zeros(E, dtype=torch.float64)
+        w_t, bias = w_ov.transpose(1, 2).float().contiguous(), bias.float().contiguous()
+        support, common = tasks.support_tokens(), torch.arange(tasks.N_COMMON)
+        for c, off, step, targets in self.chunks:
+            fused.sharpening_probe(w_t, bias, alpha, a_step, common, off, support[c], step,
+                                   targets.view(-1), losses, drops)
+        return losses, drops
+
+    def _eager(self, w_ov, bias, alpha, a_step):
+        """The same sums by batched PyTorch operations."""
+        E = len(w_ov)
+        a, a_step = alpha.view(-1, 1, 1), a_step.view(-1, 1, 1)
         w_t, bias = w_ov.transpose(1, 2), bias.unsqueeze(1)
         common = w_t[:, :tasks.N_COMMON].contiguous()  # (E, 10, V): rows h_off reads
         support = {c: w_t[:, rows].contiguous()  # (E, 20, V): rows s reads, per class
@@ -202,9 +224,7 @@ class SharpeningProbe:
                 step_logits.expm1_().mul_(log_p.exp()).sum(-1))
             losses -= log_p.gather(-1, targets).squeeze(-1).double().sum(1)
             drops += drop.double().sum(1)
-        losses, drops = losses.numpy() / self.n, drops.numpy() / self.n
-        out = np.stack([losses, np.where(alpha + d > 1.0, 0.0, drops / d)], -1)
-        return out[0] if single else out
+        return losses, drops
 
 
 def loss_sensitivity(params: dict, batch: tasks.CountBatch, alpha, d: float = 0.005
