@@ -314,8 +314,11 @@ class Ensemble:
     SGD step, with gradients written out by hand: only the four query columns of ``W_Q``
     (the rows of ``W_QK`` the query tokens read) ever receive gradient, a factorized OV
     circuit is applied as ``W_O (W_V h)`` without forming the product, and the updates of
-    ``W_O``, ``W_V`` and ``W_K`` are fused into their gradient's matrix product. The test
-    suite checks the steps against autograd and against the trainer's earlier step.
+    ``W_O``, ``W_V`` and ``W_K`` are fused into their gradient's matrix product. It runs
+    compiled (:mod:`~qkov.synthetic.fused`: each member's whole step in cache) where a C
+    compiler is found, as batched PyTorch operations (:meth:`step_eager`) otherwise. The
+    test suite checks both against autograd, against each other and against the trainer's
+    earlier step.
     """
 
     def __init__(self, specs: list[ModelSpec], generators: list[torch.Generator]):

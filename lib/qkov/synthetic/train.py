@@ -6,9 +6,11 @@ ramp on the QK rate, epochs of ``batches_per_epoch`` fresh batches, an optional 
 at a mean epoch loss. :func:`train` trains a list of them together:
 
 * all members (all four parameterizations; fixed-attention members apart) are stacked
-  into one :class:`~qkov.synthetic.models.Ensemble` and updated by one batched computation per step;
-* data are drawn and laid out for all members once every ``tasks.DataStream.CHUNK``
-  steps, so a step costs a handful of batched operations and no Python loop over members;
+  into one :class:`~qkov.synthetic.models.Ensemble` and updated by one call per step: the
+  compiled step (:mod:`~qkov.synthetic.fused`), or the eager step's batched operations;
+* data are drawn for all streams once every ``tasks.DataStream.CHUNK`` steps and prepared
+  once per stream (the compiled step reads a stream's data where it lies; the eager step
+  gets them laid out per member), so a step has no Python loop over members;
 * every member's data come from the stream of its own (seed, T, batch size): members with
   the same seed see the same batches (configurations are compared on paired data), and a
   member's result depends only on its own seed and configuration, not on the ensemble;
