@@ -7,7 +7,7 @@ Measured in this one run, side by side, on one torch thread (as in a training wo
     alpha and alpha + d on the held-out sequences, their mean cross-entropies, and the
     pressure as the difference of the two means; (b) ``qkov.synthetic.metrics.SharpeningProbe`` on
     the same circuits and sequences (prepared once, as paper-fig3 does before training),
-    computed by the compiled probe (``qkov.synthetic.fused``), and (b') by its batched
+    computed by the compiled probe (``qkov.synthetic.fused``), and (c) by its batched
     PyTorch operations (what it falls back to without a C compiler).
 Both are compared with the same difference taken in float64, so that the printout shows
 what each costs and how far each is from the exact value.
@@ -91,11 +91,11 @@ def main(argv=None) -> int:
     how = "compiled" if fused.available() else "eager: no compiler"
     print(f"(b) SharpeningProbe        : {1e3 * t_fast:8.1f} ms per evaluation, "
           f"pressure off by up to {error(fast):.1e} ({how})")
-    print(f"(b') SharpeningProbe, eager: {1e3 * t_eager:8.1f} ms per evaluation, "
+    print(f"(c) SharpeningProbe, eager : {1e3 * t_eager:8.1f} ms per evaluation, "
           f"pressure off by up to {error(eager):.1e}")
     print(f"speed-up (b)/(a)           : {t_slow / t_fast:8.1f}x "
           f"(pressures of about {np.abs(exact[sharpenable, 1]).mean():.2g})")
-    print(f"speed-up (b')/(a)          : {t_slow / t_eager:8.1f}x")
+    print(f"speed-up (c)/(a)           : {t_slow / t_eager:8.1f}x")
     return 0
 
 

@@ -11,10 +11,10 @@ printed: machines are shared and noisy, so only the ratios mean something across
     per circuit; (b) ``qkov.synthetic.train.train`` on the same 40 runs (8 panels x 5 seeds,
     batch 32, T = 64 or 128) as one ensemble on token counts with hand-written gradients, in
     one process, with its compiled step (``qkov.synthetic.fused``); (c) the same split over
-    worker processes (what the notebooks use); (b') and (c') the same with the eager PyTorch
+    worker processes (what the notebooks use); (d) and (e) the same with the eager PyTorch
     step, which the trainer falls back to without a C compiler.
 
-Then one training step of (b) and of (b') is taken apart: drawing the data, laying it out,
+Then one training step of (b) and of (d) is taken apart: drawing the data, laying it out,
 and the step itself - the time inside the compiled function or PyTorch's operators ("ensemble
 math", with the number of PyTorch operators per step, from torch.profiler) and the rest
 ("Python and dispatch overhead") - and the trainer's matrix throughput is set against a
@@ -244,15 +244,15 @@ def main(argv=None) -> int:
           f"({len(runs)} runs x {steps} steps, one process, compiled step)")
     print(f"(c)  qkov trainer       : {fast:10.0f} model-steps/s "
           f"(the same, split over {workers} worker processes)")
-    print(f"(b') eager step         : {eager_single:10.0f} model-steps/s (as (b), PyTorch step)")
-    print(f"(c') eager step         : {eager_fast:10.0f} model-steps/s (as (c), PyTorch step)")
+    print(f"(d)  eager step         : {eager_single:10.0f} model-steps/s (as (b), PyTorch step)")
+    print(f"(e)  eager step         : {eager_fast:10.0f} model-steps/s (as (c), PyTorch step)")
     print(f"speed-up (b)/(a)        : {single / base:10.1f}x")
     print(f"speed-up (c)/(a)        : {fast / base:10.1f}x")
-    print(f"speed-up (b')/(a)       : {eager_single / base:10.1f}x")
-    print(f"speed-up (c')/(a)       : {eager_fast / base:10.1f}x")
+    print(f"speed-up (d)/(a)        : {eager_single / base:10.1f}x")
+    print(f"speed-up (e)/(a)        : {eager_fast / base:10.1f}x")
 
     parts = {"compiled": step_breakdown(runs), "eager": step_breakdown(runs, compiled=False)}
-    for name, label in (("compiled", "(b)"), ("eager", "(b')")):
+    for name, label in (("compiled", "(b)"), ("eager", "(d)")):
         part = parts[name]
         print(f"one step of {label}, all {part['members']} runs ({part['streams']} data streams):")
         print(f"  sampling the data    : {part['sampling_us']:8.0f} us")

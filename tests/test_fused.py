@@ -197,3 +197,36 @@ def test_compiled_and_eager_sharpening_probes_agree():
         theirs = probe(circuits, alphas)
     assert np.allclose(ours, theirs, rtol=1e-6, atol=1e-9)
     assert (ours[:3, 1] != 0).all() and (ours[3:, 1] == 0).all()
+
+
+@needs_compiler
+@pytest.mark.parametrize("broken, message", [
+    ("member_stream", "member_stream must index the 1 streams"),
+    ("targets", "every target must be a token"),
+    ("classes", "every class must be in"),
+])
+def test_bad_indices_are_refused_before_anything_changes(broken, message):
+    """The compiled step reads and writes where indices point: a bad one is refused by name,
+    and no member has moved."""
+    specs = ordered([M.ModelSpec("FAFO"), M.ModelSpec("CACO")])
+    ens = twins(specs)[0]
+    sample = tasks.sample_counts(torch.Generator().manual_seed(0), 8, 64)
+    batch = M.StreamBatch.from_counts(sample.counts[None], sample.classes[None],
+                                      torch.zeros(2, dtype=torch.long), False)
+    bad = {"member_stream": torch.tensor([0, 1]),
+           "targets": batch.targets.clone().index_fill_(1, torch.tensor([3]), 50),
+           "classes": batch.classes.clone().index_fill_(1, torch.tensor([5]), 4)}[broken]
+    batch = M.StreamBatch(**{**batch.__dict__, broken: bad})
+    before = {k: v.clone() for k, v in ens.params.items()}
+    with pytest.raises(ValueError, match=message):
+        ens.step(batch, torch.ones(2), 0.5)
+    assert all(torch.equal(v, ens.params[k]) for k, v in before.items())
+
+
+@needs_compiler
+def test_token_counting_refuses_a_slot_outside_the_table():
+    table = tasks._slot_tables()
+    slots = torch.zeros(2, 5, dtype=torch.long)
+    slots[1, 2] = table.shape[1]
+    with pytest.raises(ValueError, match="every slot in"):
+        fused.count_tokens(slots, torch.tensor([0, 1]), table, tasks.query_token(0))

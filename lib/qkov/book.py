@@ -110,9 +110,9 @@ def trainer_speed_rows(r: dict) -> tuple[list[str], list[list[str]], str]:
          f"{r['trainer_model_steps_per_s']:,.0f}", f"{r['speedup_one_process']:.1f}x"],
         [f"(c) qkov.synthetic.train, {r['workers']} worker processes, {how}",
          f"{r['trainer_workers_model_steps_per_s']:,.0f}", f"{r['speedup_workers']:.1f}x"],
-        ["(b') as (b), eager PyTorch step", f"{r['eager_model_steps_per_s']:,.0f}",
+        ["(d) as (b), eager PyTorch step", f"{r['eager_model_steps_per_s']:,.0f}",
          f"{r['eager_speedup_one_process']:.1f}x"],
-        ["(c') as (c), eager PyTorch step", f"{r['eager_workers_model_steps_per_s']:,.0f}",
+        ["(e) as (c), eager PyTorch step", f"{r['eager_workers_model_steps_per_s']:,.0f}",
          f"{r['eager_speedup_workers']:.1f}x"],
     ]
 
@@ -125,7 +125,7 @@ def trainer_speed_rows(r: dict) -> tuple[list[str], list[list[str]], str]:
 
     note = (f"Measured on {r['date']} ({r['machine']}; {r['trainer_steps']:,} steps of each "
             f"of the {r['workload']}; best of {r['rounds']} interleaved rounds). One step of "
-            f"(b) for all {r['step']['members']} runs: {breakdown(r['step'])}; of (b'): "
+            f"(b) for all {r['step']['members']} runs: {breakdown(r['step'])}; of (d): "
             f"{breakdown(r['eager_step'])}. The trainer does "
             f"{r['mflop_per_model_step']:.2f} MFLOP of matrix work per model-step: (c) runs "
             f"at {r['trainer_gflops']:.1f} GFLOP/s, "

@@ -105,7 +105,10 @@ def build(force: bool = False) -> Path:
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         built = Path(tmp) / target.name
         command = [_compiler(), *_flags(), "-o", str(built), str(SOURCE), "-lm"]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        except (OSError, subprocess.SubprocessError) as error:
+            raise FusedStepUnavailable(f"compiling {SOURCE.name} failed: {error}") from error
         if done.returncode != 0:
             raise FusedStepUnavailable(f"compiling {SOURCE.name} failed ({' '.join(command)}):"
                                        f"\n{done.stderr.strip()}")
@@ -122,19 +125,20 @@ def _library():
         lib = ctypes.CDLL(str(build()))
     except (FusedStepUnavailable, OSError) as error:
         return str(error)
-    pointer, i64 = ctypes.c_void_p, ctypes.c_int64
-    lib.qkov_ensemble_step.argtypes = [i64, i64, i64, ctypes.c_int, i64, i64, ctypes.c_float,
-                                       *[pointer] * 17]
-    lib.qkov_count_tokens.argtypes = [i64, i64, pointer, pointer, pointer, i64, i64, pointer]
-    lib.qkov_count_tokens.restype = None
-    lib.qkov_sharpening_probe.argtypes = [i64, i64, *[pointer] * 4, i64, pointer, pointer,
-                                          i64, *[pointer] * 6]
-    lib.qkov_sharpening_probe.restype = ctypes.c_int
-    lib.qkov_probe_work_floats.argtypes = [i64]
-    lib.qkov_probe_work_floats.restype = i64
-    lib.qkov_ensemble_step.restype = ctypes.c_int
-    lib.qkov_work_floats.argtypes = [i64]
-    lib.qkov_work_floats.restype = i64
+    pointer, i64, status = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+    signatures = {  # name: (argument types, result type)
+        "qkov_ensemble_step": ([i64, i64, i64, ctypes.c_int, i64, i64, ctypes.c_float, i64,
+                                *[pointer] * 17], status),
+        "qkov_work_floats": ([i64], i64),
+        "qkov_count_tokens": ([i64, i64, pointer, pointer, pointer, i64, i64, i64, pointer],
+                              status),
+        "qkov_sharpening_probe": ([i64, i64, *[pointer] * 4, i64, pointer, pointer, i64,
+                                   *[pointer] * 6], status),
+        "qkov_probe_work_floats": ([i64], i64),
+    }
+    for name, (arguments, result) in signatures.items():
+        function = getattr(lib, name)
+        function.argtypes, function.restype = arguments, result
     return lib
 
 
@@ -187,7 +191,7 @@ def ensemble_step(E: int, n_seq: int, n_collapsed_ov: int, fixed: bool, n_classe
     """Call the compiled step (see ``fused_step.c`` for the arguments' meaning)."""
     f32, i64 = torch.float32, torch.int64
     status = _library().qkov_ensemble_step(
-        E, n_seq, n_collapsed_ov, int(fixed), n_classes, query_row0, scale,
+        E, n_seq, n_collapsed_ov, int(fixed), n_classes, query_row0, scale, len(data),
         _pointer(member_stream, i64, "member_stream"), _pointer(data, f32, "data"),
         _pointer(data_step, f32, "data_step"), _pointer(fixed_alpha, f32, "fixed_alpha"),
         _pointer(classes, i64, "classes"), _pointer(targets, i64, "targets"),
@@ -196,7 +200,12 @@ def ensemble_step(E: int, n_seq: int, n_collapsed_ov: int, fixed: bool, n_classe
         _pointer(lr_qk, f32, "lr_qk"), _pointer(lr_ov, f32, "lr_ov"),
         _pointer(p_target, f32, "p_target"), _pointer(work, f32, "work"))
     if status != 0:
-        raise ValueError(f"fused step refused its arguments (status {status})")
+        raise ValueError("compiled step: " + {
+            -1: f"{n_classes} classes with query rows from {query_row0}: expected "
+                f"{N_CLASSES} classes whose query rows are tokens of {VOCAB}",
+            -2: f"member_stream must index the {len(data)} streams of the batch",
+            -3: f"every target must be a token in [0, {VOCAB})",
+            -4: f"every class must be in [0, {N_CLASSES})"}[status] + "; nothing was changed")
 
 
 def count_tokens(slots: torch.Tensor, classes: torch.Tensor, table: torch.Tensor,
@@ -206,10 +215,18 @@ def count_tokens(slots: torch.Tensor, classes: torch.Tensor, table: torch.Tensor
     in one pass (exact: whole numbers)."""
     i64 = torch.int64
     counts = torch.empty(len(classes), VOCAB)
-    _library().qkov_count_tokens(
+    if slots.dim() != 2 or len(slots) != len(classes) or table.dim() != 2:
+        raise ValueError(f"count_tokens: slots (rows, L) with one class per row and a 2-D "
+                         f"table expected, got slots {tuple(slots.shape)}, classes "
+                         f"{tuple(classes.shape)}, table {tuple(table.shape)}")
+    status = _library().qkov_count_tokens(
         slots.shape[0], slots.shape[1], _pointer(slots, i64, "slots"),
-        _pointer(classes, i64, "classes"), _pointer(table, i64, "table"), table.shape[1],
-        query_row0, _pointer(counts, torch.float32, "counts"))
+        _pointer(classes, i64, "classes"), _pointer(table, i64, "table"), table.shape[0],
+        table.shape[1], query_row0, _pointer(counts, torch.float32, "counts"))
+    if status != 0:
+        raise ValueError(f"count_tokens: every class must be a row of the {table.shape[0]}-row "
+                         f"table, every slot in [0, {table.shape[1]}) and every token (table "
+                         f"entries, query tokens from {query_row0}) in [0, {VOCAB})")
     return counts
 
 
@@ -229,7 +246,8 @@ def sharpening_probe(w_ov_t, bias, alpha, a_step, off_tokens, off, step_tokens, 
         _pointer(targets, i64, "targets"), _pointer(losses, f64, "losses"),
         _pointer(drops, f64, "drops"), _pointer(work, f32, "work"))
     if status != 0:
-        raise ValueError(f"sharpening probe refused its arguments (status {status})")
+        raise ValueError(f"sharpening probe: tokens and targets must be in [0, {VOCAB}); "
+                         "nothing was changed")
 
 
 def work_floats(n_seq: int) -> int:

@@ -245,7 +245,10 @@ int64_t qkov_probe_work_floats(int64_t n_rows) { return (n_rows + 1) * P + VW; }
 
 int64_t qkov_work_floats(int64_t B) { return 5 * B * P + 6 * V * P + 2 * NC * P + 2 * P + VW; }
 
-/* Returns 0, or -1 if n_classes is not the compiled NC.
+/* Returns 0, or before changing anything: -1 if n_classes is not the compiled NC or
+ * query_row0 + NC > V, -2 if a member's stream is not in [0, S), -3 if a target is not a
+ * token, -4 if a class is not in [0, NC). (Indices are checked: a bad one would read or
+ * write outside the tensors.)
  *
  * The data come per stream (S of them), not per member: member e reads stream
  * member_stream[e] - members on the same data share one copy. Fixed attention is given
@@ -254,7 +257,7 @@ int64_t qkov_work_floats(int64_t B) { return 5 * B * P + 6 * V * P + 2 * NC * P 
 int qkov_ensemble_step(
     int64_t E, int64_t B, int64_t n_collapsed_ov, int fixed,
     int64_t n_classes, int64_t query_row0, float scale,
-    const int64_t *restrict member_stream, /* (E,) */
+    int64_t S, const int64_t *restrict member_stream, /* (E,) */
     const float *restrict data,      /* (S,B,V): log counts; if fixed, attention's `off` */
     const float *restrict data_step, /* (S,B,V): fixed attention's `step`, or NULL */
     const float *restrict fixed_alpha, /* (E,), read with data_step */
@@ -267,7 +270,13 @@ int qkov_ensemble_step(
     float *restrict p_target,        /* (E,B) out: probability of the correct token */
     float *restrict work)            /* qkov_work_floats(B) floats */
 {
-    if (n_classes != NC) return -1;
+    if (n_classes != NC || query_row0 < 0 || query_row0 + NC > V) return -1;
+    for (int64_t e = 0; e < E; e++)
+        if (member_stream[e] < 0 || member_stream[e] >= S) return -2;
+    for (int64_t i = 0; i < S * B; i++) {
+        if (targets[i] < 0 || targets[i] >= V) return -3;
+        if (!fixed && (classes[i] < 0 || classes[i] >= NC)) return -4;
+    }
     /* align the work space to a vector */
     work += (VW - ((uintptr_t)work / sizeof(float)) % VW) % VW;
     float *a = work, *hid = a + B * P, *z = hid + B * P, *dh = z + B * P, *da = dh + B * P;
@@ -436,10 +445,21 @@ int qkov_ensemble_step(
 
 /* Token counts of sampled sequences (qkov.synthetic.tasks): row r holds the tokens
  * table[classes[r] * n_slots + slots[r][l]] for l < L and the query token query_row0 +
- * classes[r]; counts (R, V) gets how often each token occurs. Exact (whole numbers). */
-void qkov_count_tokens(int64_t R, int64_t L, const int64_t *restrict slots,
-                       const int64_t *restrict classes, const int64_t *restrict table,
-                       int64_t n_slots, int64_t query_row0, float *restrict counts) {
+ * classes[r]; counts (R, V) gets how often each token occurs. Exact (whole numbers).
+ * Returns 0, or before writing anything -1 if a class is not a row of the table (of
+ * n_classes), a slot not in [0, n_slots), or a token (of the table or a query) not one of V. */
+int qkov_count_tokens(int64_t R, int64_t L, const int64_t *restrict slots,
+                      const int64_t *restrict classes, const int64_t *restrict table,
+                      int64_t n_classes, int64_t n_slots, int64_t query_row0,
+                      float *restrict counts) {
+    for (int64_t i = 0; i < n_classes * n_slots; i++)
+        if (table[i] < 0 || table[i] >= V) return -1;
+    for (int64_t r = 0; r < R; r++) {
+        if (classes[r] < 0 || classes[r] >= n_classes) return -1;
+        if (query_row0 + classes[r] < 0 || query_row0 + classes[r] >= V) return -1;
+        for (int64_t l = 0; l < L; l++)
+            if (slots[r * L + l] < 0 || slots[r * L + l] >= n_slots) return -1;
+    }
     memset(counts, 0, sizeof(float) * R * V);
     for (int64_t r = 0; r < R; r++) {
         const int64_t *row_table = table + classes[r] * n_slots, *sr = slots + r * L;
@@ -447,6 +467,7 @@ void qkov_count_tokens(int64_t R, int64_t L, const int64_t *restrict slots,
         for (int64_t l = 0; l < L; l++) cr[row_table[sr[l]]] += 1.0f;
         cr[query_row0 + classes[r]] += 1.0f;
     }
+    return 0;
 }
 
 /* expm1(x) to about one float ulp: its Taylor polynomial (to x^8) where |x| < 1/2, where
@@ -472,7 +493,8 @@ static inline vf expm1_vec(vf x) {
  *   drop: a D[t] - log1p(sum_i softmax(z)_i expm1(a D_i)),  a = a_step[e]
  * are added to losses[e] and drops[e] (in double). w_ov_t: (E, V, V), W_OV transposed
  * (row j is what token j adds to the logits); bias (E, V); off (n, n_off), step (n,
- * n_step); targets (n,). Returns -1 if n_off or n_step exceed V. */
+ * n_step); targets (n,). Returns 0, or before changing anything -1 if n_off or n_step
+ * exceed V or a token or target is not one of V. */
 int qkov_sharpening_probe(int64_t E, int64_t n, const float *restrict w_ov_t,
                           const float *restrict bias, const float *restrict alpha,
                           const float *restrict a_step, int64_t n_off,
@@ -483,6 +505,12 @@ int qkov_sharpening_probe(int64_t E, int64_t n, const float *restrict w_ov_t,
                           float *restrict work) /* (n_off + n_step + 1) * P + VW floats */
 {
     if (n_off > V || n_step > V) return -1;
+    for (int64_t k = 0; k < n_off; k++)
+        if (off_tokens[k] < 0 || off_tokens[k] >= V) return -1;
+    for (int64_t k = 0; k < n_step; k++)
+        if (step_tokens[k] < 0 || step_tokens[k] >= V) return -1;
+    for (int64_t s = 0; s < n; s++)
+        if (targets[s] < 0 || targets[s] >= V) return -1;
     work += (VW - ((uintptr_t)work / sizeof(float)) % VW) % VW;
     float *rows_off = work, *rows_step = rows_off + n_off * P, *b = rows_step + n_step * P;
     for (int64_t e = 0; e < E; e++) {

@@ -151,7 +151,8 @@ class _Group:
                    ) -> None:
         """Data of the steps t0, t0+1, ... of a chunk: ``drawn[s]`` is stream s's chunk,
         ``member_streams`` the stream of each member. What depends on the data alone (log
-        counts, one-hot classes) is computed once per stream, then laid out per member."""
+        counts, one-hot classes) is computed once per stream; the compiled step reads it
+        there, the eager step gets it laid out per member."""
         chunk, rows = tasks.DataStream.CHUNK, self.configs[0].rows_per_batch
         if self.ensemble.fused:  # the compiled step reads each stream's data where it lies
             streams = list(dict.fromkeys(member_streams))
@@ -190,11 +191,10 @@ class _Group:
                 shape = (parts[0].shape[0], len(parts), *parts[0].shape[1:])
                 return torch.stack(parts, 1, out=self._layout(name, shape, parts[0].dtype))
             batch = models.EnsembleBatch(*map(laid_out, ("log_counts", "class_onehot",
-                                                         "targets")), None, laid_out("classes"))
+                                                         "targets")))
         # One object per step, made here at once (unbind: K views in one call).
         fields = [None if x is None else x.unbind(0) for x in
-                  (batch.log_counts, batch.class_onehot, batch.targets, batch.attention,
-                   batch.classes)]
+                  (batch.log_counts, batch.class_onehot, batch.targets, batch.attention)]
         self.chunk = ([models.EnsembleBatch(*(None if f is None else f[j] for f in fields))
                        for j in range(chunk)], self._qk_rates(t0))
 
