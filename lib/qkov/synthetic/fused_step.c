@@ -24,6 +24,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 #ifndef QKOV_V
 #error "compile with -DQKOV_V=<vocabulary size>"
@@ -57,10 +60,14 @@ static inline vf blend(vi mask, vf a, vf b) { return (vf)(((vi)a & mask) | ((vi)
  * normal float) the result is 0, so -inf gives 0; NaN stays NaN. */
 static inline vf exp_nonpositive(vf x) {
     const vf log2e = splat(1.44269504088896341f);
+#ifdef __AVX512F__  /* floor and the scaling by 2^n, one instruction each */
+    vf n = (vf)_mm512_roundscale_ps((__m512)(x * log2e + 0.5f), _MM_FROUND_TO_NEG_INF);
+#else
     vf t = x * log2e + 0.5f;
     vf n = __builtin_convertvector(__builtin_convertvector(t, vi), vf); /* toward 0 */
     n = blend(n > t, n - 1.0f, n);                        /* floor */
     n = blend(n < -126.0f, splat(-126.0f), n); /* keeps the exponent bits valid; masked below */
+#endif
     vf r = x - n * 0.693359375f - n * -2.12194440e-4f;
     vf p = splat(1.0f / 720.0f);
     p = p * r + 1.0f / 120.0f;
@@ -69,8 +76,12 @@ static inline vf exp_nonpositive(vf x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
+#ifdef __AVX512F__
+    vf y = (vf)_mm512_scalef_ps((__m512)p, (__m512)n);
+#else
     vi bits = (__builtin_convertvector(n, vi) + 127) << 23;
     vf y = p * (vf)bits;
+#endif
     return blend(x < -87.3f, splat(0.0f), y);
 }
 
@@ -86,7 +97,6 @@ static inline vi tail_lanes(void) { /* all-ones in the last vector's lanes that 
 /* The tail of a row read or written without touching memory past it (masked on AVX-512:
  * a vector store, then smaller loads of it, or the reverse, stalls the store forwarding). */
 #ifdef __AVX512F__
-#include <immintrin.h>
 static inline vf load_tail(const float *p) {
     return (vf)_mm512_maskz_loadu_ps((__mmask16)((1u << TAIL) - 1), p);
 }
