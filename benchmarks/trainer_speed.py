@@ -106,9 +106,14 @@ def shortened(runs, steps: int):
                         r.batch_size, r.T) for r in runs]
 
 
+def the_step(compiled: bool):
+    """A context in which ensembles take the compiled step, or (``False``) the eager one."""
+    return contextlib.nullcontext() if compiled else fused.turned_off()
+
+
 def trainer_rate(runs, steps: int, workers: int = 1, compiled: bool = True) -> float:
     runs = shortened(runs, steps)
-    with contextlib.nullcontext() if compiled else fused.turned_off():
+    with the_step(compiled):
         start = time.perf_counter()
         T.train(runs, progress=False, workers=workers)
         return len(runs) * steps / (time.perf_counter() - start)
@@ -144,7 +149,7 @@ class _TimedLibrary:
 def step_breakdown(runs, steps: int = 200, compiled: bool = True) -> dict:
     """Where one step of the one-process trainer goes, per step of all ``runs`` together:
     with the compiled step, or (``compiled=False``) with the eager one."""
-    with contextlib.nullcontext() if compiled else fused.turned_off():
+    with the_step(compiled):
         runs = shortened(runs, steps)
         chunk = tasks.DataStream.CHUNK
         keys = list(dict.fromkeys(r.stream_key for r in runs))
@@ -176,7 +181,7 @@ def step_breakdown(runs, steps: int = 200, compiled: bool = True) -> dict:
                     group.step(k)
                 wall = (time.perf_counter() - start) / chunk
             passes.append((wall, timed.seconds / chunk if timed else None))
-        wall, math = min(passes)
+        wall, inside = min(passes)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
             start = time.perf_counter()
             for k in range(chunk):
@@ -184,16 +189,16 @@ def step_breakdown(runs, steps: int = 200, compiled: bool = True) -> dict:
             profiled = time.perf_counter() - start
         # Top-level operators only (their children are inside their time): what a step calls.
         top = [e for e in prof.events() if e.cpu_parent is None and e.name.startswith("aten::")]
-        if math is None:  # the eager step: the share of the time inside PyTorch's operators
+        if inside is None:  # the eager step: the share of the time inside PyTorch's operators
             # (the profiler slows the pass it watches: its share, applied to the quick pass)
-            math = wall * min(sum(e.cpu_time_total for e in top) / 1e6 / profiled, 1.0)
+            inside = wall * min(sum(e.cpu_time_total for e in top) / 1e6 / profiled, 1.0)
     return {
         "compiled": group.ensemble.fused,
         "sampling_us": 1e6 * sampling / steps,
         "layout_us": 1e6 * layout / steps,
         "step_us": 1e6 * wall,
-        "ensemble_math_us": 1e6 * min(math, wall),
-        "overhead_us": 1e6 * max(wall - math, 0.0),
+        "ensemble_math_us": 1e6 * min(inside, wall),
+        "overhead_us": 1e6 * max(wall - inside, 0.0),
         "operators_per_step": len(top) / chunk,
         "members": len(runs),
         "streams": len(streams),

@@ -136,9 +136,8 @@ def library_imports(module: str, root: str | Path | None = None) -> set[str]:
 def library_inputs(notebook: str | Path, root: str | Path | None = None) -> list[str]:
     """The library files a notebook's results depend on: the qkov modules its code cells
     import, and theirs, transitively, with the C sources they compile (relative to
-    ``root``). Snakemake re-runs a figure
-    when one of them changes, and only then: editing the book's Sphinx extension re-runs
-    no training."""
+    ``root``). Snakemake re-runs a figure when one of them changes, and only then: editing
+    the book's Sphinx extension re-runs no training."""
     root = Path(root or repo_root())
     nb = nbformat.read(root / notebook, as_version=4)
     pending = set()

@@ -88,10 +88,13 @@ static inline vf exp_nonpositive(vf x) {
 /* Rows of V floats as NV vectors; the last vector's lanes past V are padding. */
 #define TAIL (V - (NV - 1) * VW)
 
-static inline vi tail_lanes(void) { /* all-ones in the last vector's lanes that hold data */
+static inline vi lanes(void) { /* 0, 1, ..., VW - 1 */
     vi lane;
     for (int l = 0; l < VW; l++) lane[l] = l;
-    return lane < TAIL;
+    return lane;
+}
+static inline vi tail_lanes(void) { /* all-ones in the last vector's lanes that hold data */
+    return lanes() < TAIL;
 }
 
 /* The tail of a row read or written without touching memory past it (masked on AVX-512:
@@ -345,27 +348,24 @@ int qkov_ensemble_step(
 
         /* 2. logits z = W_O (W_V a) + b, their softmax, p_target, dz = softmax - onehot */
         padded(wo, wot, 1);
-        const float *x = a;
-        if (factorized_ov) {
-            padded(wv, wvt, 1);
-            rows_times(B, a, wvt, NULL, hid);
-            x = hid;
-        }
         {
             vf x[NV];
             load_row(be, x);
             store_padded(bias, x);
         }
-        if (factorized_ov) {  /* hidden is dense */
-            rows_times_dense(B, x, wot, z);
+        const float *ov_in = a; /* what W_O reads: the attention, or W_V times it */
+        if (factorized_ov) {
+            padded(wv, wvt, 1);
+            rows_times(B, a, wvt, NULL, hid);
+            ov_in = hid;
+            rows_times_dense(B, hid, wot, z); /* hidden is dense; then the bias */
             for (int64_t r = 0; r < B; r++)
                 for (int k = 0; k < NV; k++)
                     store(z + r * P + k * VW, load(z + r * P + k * VW) + load(bias + k * VW));
         } else {
-            rows_times(B, x, wot, bias, z);
+            rows_times(B, a, wot, bias, z);
         }
-        vi lane;
-        for (int l = 0; l < VW; l++) lane[l] = l;
+        const vi lane = lanes();
         for (int64_t r = 0; r < B; r++) {
             vf x[NV];
             load_padded(z + r * P, x);
@@ -386,8 +386,8 @@ int qkov_ensemble_step(
             }
         }
 
-        /* 4. OV descent: W_O -= rate dz^T x, W_V -= rate dh^T a, b -= rate sum_r dz */
-        descend_outer(B, z, x, rate_ov, wo);
+        /* 4. OV descent: W_O -= rate dz^T ov_in, W_V -= rate dh^T a, b -= rate sum_r dz */
+        descend_outer(B, z, ov_in, rate_ov, wo);
         if (factorized_ov) descend_outer(B, dh, a, rate_ov, wv);
         if (has_bias[e] != 0.0f) {
             vf s[NV];

@@ -20,6 +20,7 @@ at a mean epoch loss. :func:`train` trains a list of them together:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -154,49 +155,47 @@ class _Group:
         counts, one-hot classes) is computed once per stream; the compiled step reads it
         there, the eager step gets it laid out per member."""
         chunk, rows = tasks.DataStream.CHUNK, self.configs[0].rows_per_batch
-        if self.ensemble.fused:  # the compiled step reads each stream's data where it lies
-            streams = list(dict.fromkeys(member_streams))
-            member_stream = torch.tensor([streams.index(s) for s in member_streams])
-            batch = models.StreamBatch.from_counts(
-                torch.stack([drawn[s].counts.view(chunk, rows, -1) for s in streams], 1),
-                torch.stack([drawn[s].classes.view(chunk, rows) for s in streams], 1),
-                member_stream, self.ensemble.fixed)
-            fields = [None if x is None else x.unbind(0) for x in
-                      (batch.data, batch.classes, batch.targets, batch.step)]
-            self.chunk = ([models.StreamBatch(member_stream, *(None if f is None else f[j]
-                                                               for f in fields))
-                           for j in range(chunk)], self._qk_rates(t0))
-            return
-        per_stream = {}
-        for s in member_streams:
-            if s not in per_stream:
-                counts = drawn[s].counts.view(chunk, rows, -1)
-                classes = drawn[s].classes.view(chunk, rows)
-                per_stream[s] = (counts, classes) if self.ensemble.fixed else \
-                    models.EnsembleBatch.from_counts(counts, classes)
+        data = {s: (drawn[s].counts.view(chunk, rows, -1), drawn[s].classes.view(chunk, rows))
+                for s in dict.fromkeys(member_streams)}  # (K, B, V), (K, B) per stream
+        steps = (self._per_stream_steps if self.ensemble.fused else self._per_member_steps)(
+            data, member_streams)
+        self.chunk = steps, self._qk_rates(t0)
+
+    def _per_stream_steps(self, data: dict, member_streams: list[int]) -> list:
+        """The compiled step reads each stream's data where it lies: no per-member copy."""
+        streams = list(data)
+        member_stream = torch.tensor([streams.index(s) for s in member_streams])
+        batch = models.StreamBatch.from_counts(
+            torch.stack([data[s][0] for s in streams], 1),
+            torch.stack([data[s][1] for s in streams], 1), member_stream, self.ensemble.fixed)
+        return _per_step(functools.partial(models.StreamBatch, member_stream),
+                         batch.data, batch.classes, batch.targets, batch.step)
+
+    def _per_member_steps(self, data: dict, member_streams: list[int]) -> list:
+        """The eager step's data, laid out per member."""
+        chunk, rows = tasks.DataStream.CHUNK, self.configs[0].rows_per_batch
         if self.ensemble.fixed:
             # What the attention takes from the data is computed once per stream; each
             # member's attention is then one fused operation with its own alpha.
-            parts = {s: models.FixedAttentionParts.of(*data) for s, data in per_stream.items()}
+            parts = {s: models.FixedAttentionParts.of(*d) for s, d in data.items()}
             alphas = self.ensemble.fixed_alpha.view(-1)
             attention = self._layout("attention", (chunk, len(member_streams), rows, models.V))
             for e, s in enumerate(member_streams):
                 parts[s].at(alphas[e], out=attention[:, e])
-            targets = torch.stack([tasks.target_token(per_stream[s][1]) for s in member_streams],
+            targets = torch.stack([tasks.target_token(data[s][1]) for s in member_streams],
                                   1).unsqueeze(-1)
             batch = models.EnsembleBatch(None, None, targets, attention)
         else:
+            per_stream = {s: models.EnsembleBatch.from_counts(*d) for s, d in data.items()}
+
             def laid_out(name):
                 parts = [getattr(per_stream[s], name) for s in member_streams]
                 shape = (parts[0].shape[0], len(parts), *parts[0].shape[1:])
                 return torch.stack(parts, 1, out=self._layout(name, shape, parts[0].dtype))
             batch = models.EnsembleBatch(*map(laid_out, ("log_counts", "class_onehot",
                                                          "targets")))
-        # One object per step, made here at once (unbind: K views in one call).
-        fields = [None if x is None else x.unbind(0) for x in
-                  (batch.log_counts, batch.class_onehot, batch.targets, batch.attention)]
-        self.chunk = ([models.EnsembleBatch(*(None if f is None else f[j] for f in fields))
-                       for j in range(chunk)], self._qk_rates(t0))
+        return _per_step(models.EnsembleBatch, batch.log_counts, batch.class_onehot,
+                         batch.targets, batch.attention)
 
     def _qk_rates(self, t0: int) -> list[torch.Tensor]:
         """The members' QK learning rates at the steps of the chunk from t0 on."""
@@ -217,6 +216,14 @@ class _Group:
         before it (E, B)."""
         batches, lr_qk = self.chunk
         return self.ensemble.step(batches[k], lr_qk[k], self.step_lr_ov)
+
+
+def _per_step(make, *fields) -> list:
+    """``make(*(f[j] for f in fields))`` for every step j of a chunk (fields: (K, ...) or
+    None): one object per step, made at once (unbind: K views in one call)."""
+    fields = [None if f is None else f.unbind(0) for f in fields]
+    return [make(*(None if f is None else f[j] for f in fields))
+            for j in range(tasks.DataStream.CHUNK)]
 
 
 def train(configs: list[RunConfig], progress: bool = True, epoch_callback=None,
