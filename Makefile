@@ -19,17 +19,11 @@ help:
 	@echo "make test     unit tests, nbval over notebooks/, strict book build and browser checks"
 	@echo "make clean    remove _build/ and artifacts/ (keeps .venv)"
 
-# (Re)install when pyproject.toml changes; the venv is created once. The trainer's compiled
-# step is built with the system's C compiler (cc, gcc); without one training takes the
-# slower eager step and says so.
+# (Re)install when pyproject.toml changes; the venv is created once.
 $(INSTALLED): pyproject.toml
-	@command -v cc >/dev/null || command -v gcc >/dev/null || [ "$$(id -u)" != 0 ] || \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-		  apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	$(BIN)/python -m qkov.synthetic.fused
 	@touch $@
 
 # A run that regenerated every figure records its wall times in

@@ -7,8 +7,7 @@ Measured in this one run, side by side, on one torch thread (as in a training wo
     alpha and alpha + d on the held-out sequences, their mean cross-entropies, and the
     pressure as the difference of the two means; (b) ``qkov.synthetic.metrics.SharpeningProbe`` on
     the same circuits and sequences (prepared once, as paper-fig3 does before training),
-    computed by the compiled probe (``qkov.synthetic.fused``), and (c) by its batched
-    PyTorch operations (what it falls back to without a C compiler).
+    batched PyTorch operations.
 Both are compared with the same difference taken in float64, so that the printout shows
 what each costs and how far each is from the exact value.
 """
@@ -23,7 +22,7 @@ import numpy as np
 import torch
 
 from qkov.figures import paper_fig3
-from qkov.synthetic import fused, metrics, models
+from qkov.synthetic import metrics, models
 from qkov.circuits import effective
 from qkov.synthetic.train import train
 
@@ -70,15 +69,11 @@ def main(argv=None) -> int:
 
     exact = direct(circuits, batch, alphas, d, torch.float64)
     slow, fast = direct(circuits, batch, alphas, d), probe(circuits, alphas, d)
-    with fused.turned_off():
-        eager = probe(circuits, alphas, d)
-    t_slow, t_fast, t_eager = [], [], []
-    for _ in range(args.rounds):  # interleaved: a drift of the machine's speed hits all three
+    t_slow, t_fast = [], []
+    for _ in range(args.rounds):  # interleaved: a drift of the machine's speed hits both
         t_slow.append(best_time(lambda: direct(circuits, batch, alphas, d), 1))
         t_fast.append(best_time(lambda: probe(circuits, alphas, d), 1))
-        with fused.turned_off():
-            t_eager.append(best_time(lambda: probe(circuits, alphas, d), 1))
-    t_slow, t_fast, t_eager = min(t_slow), min(t_fast), min(t_eager)
+    t_slow, t_fast = min(t_slow), min(t_fast)
     sharpenable = alphas + d <= 1
 
     def error(values):
@@ -88,14 +83,10 @@ def main(argv=None) -> int:
           f"alpha and alpha + {d:g}; one torch thread, best of {args.rounds}")
     print(f"(a) direct, float32        : {1e3 * t_slow:8.1f} ms per evaluation, "
           f"pressure off by up to {error(slow):.1e}")
-    how = "compiled" if fused.available() else "eager: no compiler"
     print(f"(b) SharpeningProbe        : {1e3 * t_fast:8.1f} ms per evaluation, "
-          f"pressure off by up to {error(fast):.1e} ({how})")
-    print(f"(c) SharpeningProbe, eager : {1e3 * t_eager:8.1f} ms per evaluation, "
-          f"pressure off by up to {error(eager):.1e}")
+          f"pressure off by up to {error(fast):.1e}")
     print(f"speed-up (b)/(a)           : {t_slow / t_fast:8.1f}x "
           f"(pressures of about {np.abs(exact[sharpenable, 1]).mean():.2g})")
-    print(f"speed-up (c)/(a)           : {t_slow / t_eager:8.1f}x")
     return 0
 
 

@@ -10,29 +10,24 @@ printed: machines are shared and noisy, so only the ratios mean something across
     dense one-hot (B, T-1, 50) tensors, autograd, ``torch.optim.SGD`` with a learning rate
     per circuit; (b) ``qkov.synthetic.train.train`` on the same 40 runs (8 panels x 5 seeds,
     batch 32, T = 64 or 128) as one ensemble on token counts with hand-written gradients, in
-    one process, with its compiled step (``qkov.synthetic.fused``); (c) the same split over
-    worker processes (what the notebooks use); (d) and (e) the same with the eager PyTorch
-    step, which the trainer falls back to without a C compiler.
+    one process; (c) the same split over worker processes (what the notebooks use).
 
-Then one training step of (b) and of (d) is taken apart: drawing the data, laying it out,
-and the step itself - the time inside the compiled function or PyTorch's operators ("ensemble
-math", with the number of PyTorch operators per step, from torch.profiler) and the rest
-("Python and dispatch overhead") - and the trainer's matrix throughput is set against a
-batched matmul of the same shape. ``--output`` writes all of it as JSON; the book's
-reproducibility page shows that file (benchmarks/results/trainer-speed.json), so no number
-there is typed by hand.
+Then one training step of (b) is taken apart: drawing the data, laying it out, and the step
+itself - the time inside PyTorch's operators ("ensemble math", with the number of PyTorch
+operators per step, from torch.profiler) and the rest ("Python and dispatch overhead") -
+and the trainer's matrix throughput is set against a batched matmul of the same shape.
+``--output`` writes all of it as JSON; the book's reproducibility page shows that file
+(benchmarks/results/trainer-speed.json), so no number there is typed by hand.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
 import math
 import platform
 import time
-import unittest.mock
 from pathlib import Path
 
 import torch
@@ -40,7 +35,7 @@ from torch import nn
 
 from qkov import artifacts, seeding
 from qkov.figures import paper_fig2
-from qkov.synthetic import fused, models, tasks
+from qkov.synthetic import models, tasks
 from qkov.synthetic import train as T
 
 V = tasks.VOCAB
@@ -106,23 +101,17 @@ def shortened(runs, steps: int):
                         r.batch_size, r.T) for r in runs]
 
 
-def the_step(compiled: bool):
-    """A context in which ensembles take the compiled step, or (``False``) the eager one."""
-    return contextlib.nullcontext() if compiled else fused.turned_off()
-
-
-def trainer_rate(runs, steps: int, workers: int = 1, compiled: bool = True) -> float:
+def trainer_rate(runs, steps: int, workers: int = 1) -> float:
     runs = shortened(runs, steps)
-    with the_step(compiled):
-        start = time.perf_counter()
-        T.train(runs, progress=False, workers=workers)
-        return len(runs) * steps / (time.perf_counter() - start)
+    start = time.perf_counter()
+    T.train(runs, progress=False, workers=workers)
+    return len(runs) * steps / (time.perf_counter() - start)
 
 
 def flops_per_model_step(run, B: int = 32) -> float:
     """Matrix work of one SGD step of the trainer (counts path), in floating-point ops.
 
-    Products of B x V x V: logits, dLoss/dh and the fused W_O update for every model; a
+    Products of B x V x V: logits, dLoss/dh and the W_O update for every model; a
     factorized OV circuit adds W_V h, W_V^T dh and the W_V update. The QK circuit touches
     the 4 query rows only (4 x V x V per product, negligible); elementwise work is left out.
     """
@@ -130,75 +119,50 @@ def flops_per_model_step(run, B: int = 32) -> float:
     return products * 2 * B * V * V
 
 
-class _TimedLibrary:
-    """The compiled library, timing the calls of its step."""
+def step_breakdown(runs, steps: int = 200) -> dict:
+    """Where one step of the one-process trainer goes, per step of all ``runs`` together."""
+    runs = shortened(runs, steps)
+    chunk = tasks.DataStream.CHUNK
+    keys = list(dict.fromkeys(r.stream_key for r in runs))
+    streams = [tasks.DataStream(seeding.derived_seed(s, "data"), t, b, pc)
+               for s, t, b, pc in keys]
+    group = T._Group(runs, list(range(len(runs))))
+    member_streams = [keys.index(c.stream_key) for c in group.configs]
 
-    def __init__(self, lib):
-        self.lib, self.seconds = lib, 0.0
+    start = time.perf_counter()
+    drawn = [[s.chunk_at(k) for s in streams] for k in range(0, steps, chunk)]
+    sampling = time.perf_counter() - start
+    start = time.perf_counter()
+    for j, part in enumerate(drawn):
+        group.load_chunk(j * chunk, part, member_streams)
+    layout = time.perf_counter() - start
 
-    def __getattr__(self, name):
-        return getattr(self.lib, name)
-
-    def qkov_ensemble_step(self, *args):
+    group.load_chunk(0, drawn[0], member_streams)
+    for k in range(chunk):  # warm up
+        group.step(k)
+    walls = []  # a chunk's steps, the quickest of five passes (noise only ever adds time)
+    for _ in range(5):
         start = time.perf_counter()
-        status = self.lib.qkov_ensemble_step(*args)
-        self.seconds += time.perf_counter() - start
-        return status
-
-
-def step_breakdown(runs, steps: int = 200, compiled: bool = True) -> dict:
-    """Where one step of the one-process trainer goes, per step of all ``runs`` together:
-    with the compiled step, or (``compiled=False``) with the eager one."""
-    with the_step(compiled):
-        runs = shortened(runs, steps)
-        chunk = tasks.DataStream.CHUNK
-        keys = list(dict.fromkeys(r.stream_key for r in runs))
-        streams = [tasks.DataStream(seeding.derived_seed(s, "data"), t, b, pc)
-                   for s, t, b, pc in keys]
-        group = T._Group(runs, list(range(len(runs))))
-        member_streams = [keys.index(c.stream_key) for c in group.configs]
-
-        start = time.perf_counter()
-        drawn = [[s.chunk_at(k) for s in streams] for k in range(0, steps, chunk)]
-        sampling = time.perf_counter() - start
-        start = time.perf_counter()
-        for j, part in enumerate(drawn):
-            group.load_chunk(j * chunk, part, member_streams)
-        layout = time.perf_counter() - start
-
-        group.load_chunk(0, drawn[0], member_streams)
-        for k in range(chunk):  # warm up
+        for k in range(chunk):
             group.step(k)
-        # A chunk's steps, timed with the compiled function's own time measured in the same
-        # pass; the quickest of five passes (noise only ever adds time).
-        passes = []
-        for _ in range(5):
-            timed = _TimedLibrary(fused._library()) if group.ensemble.fused else None
-            with unittest.mock.patch.object(fused, "_library", lambda: timed) if timed \
-                    else contextlib.nullcontext():
-                start = time.perf_counter()
-                for k in range(chunk):
-                    group.step(k)
-                wall = (time.perf_counter() - start) / chunk
-            passes.append((wall, timed.seconds / chunk if timed else None))
-        wall, inside = min(passes)
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            start = time.perf_counter()
-            for k in range(chunk):
-                group.step(k)
-            profiled = time.perf_counter() - start
-        # Top-level operators only (their children are inside their time): what a step calls.
-        top = [e for e in prof.events() if e.cpu_parent is None and e.name.startswith("aten::")]
-        if inside is None:  # the eager step: the share of the time inside PyTorch's operators
-            # (the profiler slows the pass it watches: its share, applied to the quick pass)
-            inside = wall * min(sum(e.cpu_time_total for e in top) / 1e6 / profiled, 1.0)
+        walls.append((time.perf_counter() - start) / chunk)
+    wall = min(walls)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        for k in range(chunk):
+            group.step(k)
+        profiled = time.perf_counter() - start
+    # Top-level operators only (their children are inside their time): what a step calls.
+    top = [e for e in prof.events() if e.cpu_parent is None and e.name.startswith("aten::")]
+    # The share of the time inside PyTorch's operators (the profiler slows the pass it
+    # watches: its share, applied to the quick pass).
+    inside = wall * min(sum(e.cpu_time_total for e in top) / 1e6 / profiled, 1.0)
     return {
-        "compiled": group.ensemble.fused,
         "sampling_us": 1e6 * sampling / steps,
         "layout_us": 1e6 * layout / steps,
         "step_us": 1e6 * wall,
-        "ensemble_math_us": 1e6 * min(inside, wall),
-        "overhead_us": 1e6 * max(wall - inside, 0.0),
+        "ensemble_math_us": 1e6 * inside,
+        "overhead_us": 1e6 * (wall - inside),
         "operators_per_step": len(top) / chunk,
         "members": len(runs),
         "streams": len(streams),
@@ -237,42 +201,30 @@ def main(argv=None) -> int:
                f"torch {torch.__version__}")
     print(f"machine: {machine}")
     print(f"workload: paper Fig. 2, {len(runs)} runs (8 panels x 5 seeds), batch 32")
-    compiled = fused.available()
-    if not compiled:
-        print("the compiled step is not available here: (b) and (c) take the eager step too")
     # Interleaved rounds, best of each: the machine's speed drifts, and a drift between
     # measuring (a) and (b) would otherwise show up in their ratio.
     steps, workers = args.trainer_steps, args.workers
-    rates = [(baseline_rate(runs, args.baseline_steps),
-              trainer_rate(runs, steps), trainer_rate(runs, steps, workers=workers),
-              trainer_rate(runs, steps, compiled=False),
-              trainer_rate(runs, steps, workers=workers, compiled=False))
+    rates = [(baseline_rate(runs, args.baseline_steps), trainer_rate(runs, steps),
+              trainer_rate(runs, steps, workers=workers))
              for _ in range(args.rounds)]
-    base, single, fast, eager_single, eager_fast = (max(r[i] for r in rates) for i in range(5))
+    base, single, fast = (max(r[i] for r in rates) for i in range(3))
     print(f"best of {args.rounds} interleaved rounds:")
     print(f"(a)  per-model baseline : {base:10.0f} model-steps/s "
           f"({len(runs)} runs x {args.baseline_steps} steps)")
     print(f"(b)  qkov trainer       : {single:10.0f} model-steps/s "
-          f"({len(runs)} runs x {steps} steps, one process, compiled step)")
+          f"({len(runs)} runs x {steps} steps, one process)")
     print(f"(c)  qkov trainer       : {fast:10.0f} model-steps/s "
           f"(the same, split over {workers} worker processes)")
-    print(f"(d)  eager step         : {eager_single:10.0f} model-steps/s (as (b), PyTorch step)")
-    print(f"(e)  eager step         : {eager_fast:10.0f} model-steps/s (as (c), PyTorch step)")
     print(f"speed-up (b)/(a)        : {single / base:10.1f}x")
     print(f"speed-up (c)/(a)        : {fast / base:10.1f}x")
-    print(f"speed-up (d)/(a)        : {eager_single / base:10.1f}x")
-    print(f"speed-up (e)/(a)        : {eager_fast / base:10.1f}x")
 
-    parts = {"compiled": step_breakdown(runs), "eager": step_breakdown(runs, compiled=False)}
-    for name, label in (("compiled", "(b)"), ("eager", "(d)")):
-        part = parts[name]
-        print(f"one step of {label}, all {part['members']} runs ({part['streams']} data streams):")
-        print(f"  sampling the data    : {part['sampling_us']:8.0f} us")
-        print(f"  laying it out        : {part['layout_us']:8.0f} us")
-        inside = "in the compiled function" if part["compiled"] else "in PyTorch operators"
-        print(f"  ensemble math        : {part['ensemble_math_us']:8.0f} us ({inside}; "
-              f"{part['operators_per_step']:.0f} PyTorch operators per step)")
-        print(f"  Python and dispatch  : {part['overhead_us']:8.0f} us")
+    part = step_breakdown(runs)
+    print(f"one step of (b), all {part['members']} runs ({part['streams']} data streams):")
+    print(f"  sampling the data    : {part['sampling_us']:8.0f} us")
+    print(f"  laying it out        : {part['layout_us']:8.0f} us")
+    print(f"  ensemble math        : {part['ensemble_math_us']:8.0f} us (in PyTorch operators; "
+          f"{part['operators_per_step']:.0f} PyTorch operators per step)")
+    print(f"  Python and dispatch  : {part['overhead_us']:8.0f} us")
 
     flops = sum(flops_per_model_step(r) for r in runs) / len(runs)
     bmm, gemm = measured_matmul_gflops(len(runs))
@@ -291,15 +243,11 @@ def main(argv=None) -> int:
             "machine": machine, "cpu_count": __import__("os").cpu_count(),
             "workload": f"paper Fig. 2: {len(runs)} runs, batch 32",
             "trainer_steps": steps, "baseline_steps": args.baseline_steps,
-            "workers": workers, "rounds": args.rounds, "compiled_step": compiled,
+            "workers": workers, "rounds": args.rounds,
             "baseline_model_steps_per_s": base, "trainer_model_steps_per_s": single,
             "trainer_workers_model_steps_per_s": fast,
-            "eager_model_steps_per_s": eager_single,
-            "eager_workers_model_steps_per_s": eager_fast,
             "speedup_one_process": single / base, "speedup_workers": fast / base,
-            "eager_speedup_one_process": eager_single / base,
-            "eager_speedup_workers": eager_fast / base,
-            "step": parts["compiled"], "eager_step": parts["eager"],
+            "step": part,
             "mflop_per_model_step": flops / 1e6,
             "trainer_gflops": throughput, "batched_matmul_gflops": bmm,
             "large_matmul_gflops": gemm, "fraction_of_batched_matmul": throughput / bmm,

@@ -1,4 +1,4 @@
-"""The trainer's ensemble step before the fused step (qkov 0.1.0, commit a4cb0ba), kept
+"""The trainer's earlier, two-ensemble step (qkov 0.1.0, commit a4cb0ba), kept
 verbatim as the reference the new step is tested against (tests/test_models.py).
 
 It holds one ensemble per OV kind, computes the gradients as separate tensors and applies

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from qkov.synthetic import models as M
-from qkov.synthetic import fused, tasks
+from qkov.synthetic import tasks
 from qkov.circuits import PARAMETERIZATIONS
 
 SPECS = [M.ModelSpec(p, ov_bias=bias, fixed_alpha=alpha)
@@ -62,24 +62,11 @@ FIXED = ordered([M.ModelSpec("CACO", ov_bias=True, fixed_alpha=0.3),
                  M.ModelSpec("CAFO", fixed_alpha=0.8), M.ModelSpec("CACO", fixed_alpha=1.0)])
 
 
-STEP_PATHS = pytest.mark.parametrize("step_path", ["compiled", "eager"])
-
-
-def choose(ens, step_path):
-    if step_path == "compiled" and not fused.available():
-        pytest.skip("the compiled step could not be built here")
-    ens.fused = step_path == "compiled"
-    return ens
-
-
-@STEP_PATHS
 @pytest.mark.parametrize("specs", [MIXED, FIXED], ids=["all-four", "fixed-attention"])
 @pytest.mark.parametrize("shared_ov_rate", [False, True], ids=["ov-rate-each", "ov-rate-one"])
-def test_ensemble_step_is_sgd_on_each_members_autograd_gradient(specs, shared_ov_rate, batch,
-                                                                 step_path):
+def test_ensemble_step_is_sgd_on_each_members_autograd_gradient(specs, shared_ov_rate, batch):
     """One step of a mixed ensemble moves each member by -lr x its own gradient."""
-    ens = choose(M.Ensemble(specs, [torch.Generator().manual_seed(i)
-                                    for i in range(len(specs))]), step_path)
+    ens = M.Ensemble(specs, [torch.Generator().manual_seed(i) for i in range(len(specs))])
     counts = batch.to_counts()
     E = len(specs)
     before = [ens.member(i) for i in range(E)]
@@ -103,16 +90,15 @@ def test_ensemble_step_is_sgd_on_each_members_autograd_gradient(specs, shared_ov
             assert torch.allclose(after[k], v.detach() - step * grad, atol=1e-6), (spec, k)
 
 
-@STEP_PATHS
 @pytest.mark.parametrize("specs", [MIXED, FIXED], ids=["all-four", "fixed-attention"])
-def test_fused_step_follows_the_trainers_earlier_step(specs, step_path):
-    """200 steps of the fused one-ensemble step against the earlier two-ensemble step
+def test_ensemble_step_follows_the_trainers_earlier_step(specs):
+    """200 steps of the one-ensemble step against the earlier two-ensemble step
     (tests/legacy_step.py): the same models to float32 rounding, every parameterization."""
     import legacy_step
 
     E = len(specs)
     generators = lambda: [torch.Generator().manual_seed(i) for i in range(E)]  # noqa: E731
-    new = choose(M.Ensemble(specs, generators()), step_path)
+    new = M.Ensemble(specs, generators())
     olds = []
     for ov in ("collapsed", "factorized"):
         index = [i for i, s in enumerate(specs) if s.ov == ov]

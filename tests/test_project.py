@@ -50,8 +50,7 @@ def test_every_notebook_is_in_the_book_and_the_pipeline():
 # newcomer can read the library bottom-up and a change low down never needs a higher module.
 # Packages (their __init__) sit with their lowest module; "figures.*" is every figure module.
 LAYERS = (
-    ("circuits", "seeding", "params", "processes", "artifacts",
-     "synthetic.fused"),  # vocabulary and utilities; the compiled kernels (plain C via ctypes)
+    ("circuits", "seeding", "params", "processes", "artifacts"),  # vocabulary and utilities
     ("theory", "theory.reduced", "synthetic", "synthetic.tasks", "plotting",
      "language", "language.batches", "language.tokenizers"),  # reduced dynamics; the
     #   synthetic task's data; house style and drawing; token batches and tokenizers

@@ -135,9 +135,9 @@ def library_imports(module: str, root: str | Path | None = None) -> set[str]:
 
 def library_inputs(notebook: str | Path, root: str | Path | None = None) -> list[str]:
     """The library files a notebook's results depend on: the qkov modules its code cells
-    import, and theirs, transitively, with the C sources they compile (relative to
-    ``root``). Snakemake re-runs a figure when one of them changes, and only then: editing
-    the book's Sphinx extension re-runs no training."""
+    import, and theirs, transitively (relative to ``root``). Snakemake re-runs a figure
+    when one of them changes, and only then: editing the book's Sphinx extension re-runs
+    no training."""
     root = Path(root or repo_root())
     nb = nbformat.read(root / notebook, as_version=4)
     pending = set()
@@ -153,8 +153,6 @@ def library_inputs(notebook: str | Path, root: str | Path | None = None) -> list
             seen.add(module)
             pending |= library_imports(module, root) - seen
     files = {_module_file(name, root) for name in seen} | {root / "lib" / "qkov" / "__init__.py"}
-    # C sources a module compiles lie beside it, named after it (fused.py: fused_step.c)
-    files |= {c for path in list(files) for c in path.parent.glob(f"{path.stem}_*.c")}
     return sorted(str(path.relative_to(root)) for path in files)
 
 

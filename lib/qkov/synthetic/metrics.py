@@ -11,7 +11,7 @@ import numpy as np
 import scipy.stats
 import torch
 
-from . import fused, models, tasks
+from . import models, tasks
 from ..circuits import effective
 from ..seeding import derived_seed
 
@@ -184,28 +184,14 @@ class SharpeningProbe:
         E = len(w_ov)
         alpha = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (E,))
         a_step = np.minimum(alpha + d, 1.0) - alpha  # 0 where alpha = 1
-        sums = self._compiled if fused.available() else self._eager
-        losses, drops = sums(w_ov, bias, torch.tensor(alpha, dtype=torch.float32),
-                             torch.tensor(a_step, dtype=torch.float32))
+        losses, drops = self._sums(w_ov, bias, torch.tensor(alpha, dtype=torch.float32),
+                                   torch.tensor(a_step, dtype=torch.float32))
         losses, drops = losses.numpy() / self.n, drops.numpy() / self.n
         out = np.stack([losses, np.where(alpha + d > 1.0, 0.0, drops / d)], -1)
         return out[0] if single else out
 
-    def _compiled(self, w_ov, bias, alpha, a_step):
-        """The loss and drop summed over all sequences (E,), by the compiled probe (one
-        sequence at a time in registers; it computes what :meth:`_eager` does)."""
-        E = len(w_ov)
-        losses = torch.zeros(E, dtype=torch.float64)
-        drops = torch.zeros(E, dtype=torch.float64)
-        w_t, bias = w_ov.transpose(1, 2).float().contiguous(), bias.float().contiguous()
-        support, common = tasks.support_tokens(), torch.arange(tasks.N_COMMON)
-        for c, off, step, targets in self.chunks:
-            fused.sharpening_probe(w_t, bias, alpha, a_step, common, off, support[c], step,
-                                   targets.view(-1), losses, drops)
-        return losses, drops
-
-    def _eager(self, w_ov, bias, alpha, a_step):
-        """The same sums by batched PyTorch operations."""
+    def _sums(self, w_ov, bias, alpha, a_step):
+        """The loss and drop summed over all sequences (E,), by batched PyTorch operations."""
         E = len(w_ov)
         a, a_step = alpha.view(-1, 1, 1), a_step.view(-1, 1, 1)
         w_t, bias = w_ov.transpose(1, 2), bias.unsqueeze(1)

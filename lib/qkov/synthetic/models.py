@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import fused, tasks
+from . import tasks
 from ..circuits import check_parameterization, effective
 from ..circuits import circuit_kinds as circuits
 
@@ -33,6 +33,7 @@ FIXED_ATTENTION = "fixed"  # the QK "circuit" of a fixed-attention model
 V = tasks.VOCAB
 SCALE = 1.0 / math.sqrt(V)
 QUERY_ROWS = slice(tasks.query_token(0), tasks.query_token(tasks.N_CLASSES))  # rows 5..8
+QUERIES = tasks.N_CLASSES  # query tokens, one per class
 INITS = ("default", "identity")
 
 
@@ -114,7 +115,7 @@ class FixedAttentionParts:
     """What fixed attention takes from the data alone, for any alpha: with ``off`` the
     attention spread uniformly over the positions of non-distinct tokens and ``step`` the
     change to spreading it over the distinct ones, attention at alpha is ``off + alpha *
-    step`` (one fused operation per alpha). A sequence without distinct tokens (probability
+    step`` (one addcmul per alpha). A sequence without distinct tokens (probability
     ~1e-12 at T = 64) has ``step`` 0: it attends uniformly, whatever alpha.
     """
 
@@ -204,14 +205,12 @@ class EnsembleBatch:
     log_counts: (E, B, V) log of the token counts (-inf for absent tokens); class_onehot:
     (E, B, 4); targets: (E, B, 1) index of the correct next token; attention: (E, B, V), only
     for fixed-attention members (their attention does not depend on the parameters);
-    classes: (E, B), the class of each sequence.
     """
 
     log_counts: torch.Tensor | None
     class_onehot: torch.Tensor | None
     targets: torch.Tensor
     attention: torch.Tensor | None = None
-    classes: torch.Tensor | None = None  # (E, B) int64: what the compiled step reads
 
     @classmethod
     def from_counts(cls, counts: torch.Tensor, classes: torch.Tensor,
@@ -222,63 +221,19 @@ class EnsembleBatch:
         if fixed_alpha is not None:
             return cls(None, None, targets, fixed_attention(counts, classes, fixed_alpha))
         onehot = torch.nn.functional.one_hot(classes, tasks.N_CLASSES).to(counts.dtype)
-        return cls(log_counts(counts), onehot, targets, None, classes)
+        return cls(log_counts(counts), onehot, targets)
 
     def select(self, index) -> "EnsembleBatch":
         """The same data for the members at ``index`` of the leading axes."""
         return EnsembleBatch(*(None if x is None else x[index] for x in
                                (self.log_counts, self.class_onehot, self.targets,
-                                self.attention, self.classes)))
+                                self.attention)))
 
 
 def log_counts(counts: torch.Tensor) -> torch.Tensor:
     """log of token counts, -inf for absent tokens (they get no attention)."""
     # log is slow on zeros, so they are masked
     return torch.log(counts.clamp_min(1)).masked_fill_(counts == 0, -math.inf)
-
-
-@dataclass
-class StreamBatch:
-    """One step's data per data stream (leading axis = stream), for the compiled step:
-    member e reads stream ``member_stream[e]``, so the members on one stream share one copy
-    and nothing is laid out per member.
-
-    data: (S, B, V) log counts (:func:`log_counts`), or, for fixed attention, the part
-    ``off`` of its :class:`FixedAttentionParts`, ``step`` being the other part; classes,
-    targets: (S, B) int64.
-    """
-
-    member_stream: torch.Tensor
-    data: torch.Tensor
-    classes: torch.Tensor
-    targets: torch.Tensor
-    step: torch.Tensor | None = None
-
-    @classmethod
-    def from_counts(cls, counts: torch.Tensor, classes: torch.Tensor, member_stream,
-                    fixed: bool) -> "StreamBatch":
-        """From counts (..., S, B, V) and classes (..., S, B) of the streams."""
-        targets = tasks.target_token(classes)
-        if fixed:
-            parts = FixedAttentionParts.of(counts, classes)
-            return cls(member_stream, parts.off, classes, targets, parts.step)
-        return cls(member_stream, log_counts(counts), classes, targets)
-
-    def select(self, index) -> "StreamBatch":
-        """The same data for the members at ``index``."""
-        return StreamBatch(self.member_stream[index], self.data, self.classes, self.targets,
-                           self.step)
-
-    def per_member(self, fixed_alpha: torch.Tensor | None) -> EnsembleBatch:
-        """The same data laid out per member (for the eager step); ``fixed_alpha`` (E, 1, 1)
-        for fixed attention."""
-        m = self.member_stream
-        targets = self.targets[m].unsqueeze(-1)
-        if self.step is not None:
-            attention = FixedAttentionParts(self.data[m], self.step[m]).at(fixed_alpha)
-            return EnsembleBatch(None, None, targets, attention)
-        onehot = torch.nn.functional.one_hot(self.classes[m], tasks.N_CLASSES).float()
-        return EnsembleBatch(self.data[m], onehot, targets, None, self.classes[m])
 
 
 _IDENTITY = torch.eye(V)
@@ -314,11 +269,8 @@ class Ensemble:
     SGD step, with gradients written out by hand: only the four query columns of ``W_Q``
     (the rows of ``W_QK`` the query tokens read) ever receive gradient, a factorized OV
     circuit is applied as ``W_O (W_V h)`` without forming the product, and the updates of
-    ``W_O``, ``W_V`` and ``W_K`` are fused into their gradient's matrix product. It runs
-    compiled (:mod:`~qkov.synthetic.fused`: each member's whole step in cache) where a C
-    compiler is found, as batched PyTorch operations (:meth:`step_eager`) otherwise. The
-    test suite checks both against autograd, against each other and against the trainer's
-    earlier step.
+    ``W_O``, ``W_V`` and ``W_K`` are folded into their gradient's matrix product. The
+    test suite checks it against autograd and against the trainer's earlier step.
     """
 
     def __init__(self, specs: list[ModelSpec], generators: list[torch.Generator]):
@@ -341,7 +293,6 @@ class Ensemble:
         self.params = {k: torch.stack([m[k] for m in stored]) for k in names}
         self.qk_factorized = torch.tensor([float(s.qk == "factorized") for s in specs])
         self.has_bias = torch.tensor([float(s.ov_bias) for s in specs])
-        self.fused = fused.available()  # the compiled step, where it can be built
         self._refresh()
 
     def _refresh(self):
@@ -352,7 +303,6 @@ class Ensemble:
         self.any_qk_factorized = any(s.qk == "factorized" for s in self.specs)
         self.fixed_alpha = (torch.tensor([s.fixed_alpha for s in self.specs]).view(-1, 1, 1)
                             if self.fixed else None)
-        self._fixed_alpha_flat = None if self.fixed_alpha is None else self.fixed_alpha.view(-1)
         p = self.params
         v = {"W_O_c": p["W_O"][:k], "W_O_f": p["W_O"][k:], "W_V_f": p["W_V"][k:],
              "b_c": p["b"][:k].unsqueeze(1), "b_f": p["b"][k:].unsqueeze(1),
@@ -364,20 +314,42 @@ class Ensemble:
             v["W_Q_q_T"] = v["W_Q_q"].transpose(1, 2)
         self._views = v
         self._buffers = None  # the step's work space, made for a batch size by the first step
-        self._compiled_work = None  # (batch size, work space) of the compiled step
+        self._ov_rate_cache = None  # ((lr_ov, its version, batch size), rates) of the last step
 
     def _work_space(self, n_seq: int) -> dict[str, torch.Tensor]:
+        """Every tensor the step writes, made once per batch size: a fresh tensor of a few
+        hundred kB per operation would cost an allocation (and page faults) each step."""
         if self._buffers is None or self._buffers["n_seq"] != n_seq:
             E, k = len(self), self.n_collapsed_ov
-            b = {name: torch.empty(E, n_seq, V) for name in ("scores", "a", "z", "dz", "da")}
-            b |= {name: torch.empty(E - k, n_seq, V) for name in ("hidden", "dhidden")}
-            for name in ("a", "z", "dz", "da"):
+            b = {name: torch.empty(E, n_seq, V)
+                 for name in ("scores", "a", "z", "dz", "da", "a_rate", "a_da")}
+            b |= {name: torch.empty(E - k, n_seq, V) for name in ("hidden", "dhidden",
+                                                                   "hidden_rate")}
+            for name in ("a", "z", "dz", "da", "a_rate"):
                 b[f"{name}_c"], b[f"{name}_f"] = b[name][:k], b[name][k:]
             b |= {"dz_c_T": b["dz_c"].transpose(1, 2), "dz_f_T": b["dz_f"].transpose(1, 2),
                   "dhidden_T": b["dhidden"].transpose(1, 2),
-                  "minus_one": torch.full((E, n_seq, 1), -1.0), "n_seq": n_seq}
+                  "minus_one": torch.full((E, n_seq, 1), -1.0), "n_seq": n_seq,
+                  "rows": torch.empty(E, QUERIES, V), "dz_sum": torch.empty(E, V),
+                  "da_dot": torch.empty(E, n_seq, 1), "g_rows": torch.empty(E, QUERIES, V),
+                  "g_q": torch.empty(E, V, QUERIES), "lr_qk": torch.empty(E),
+                  "W_Q_rate": torch.empty(E, V, QUERIES), "qk_rate": torch.empty(E, 1, 1)}
+            b["g_rows_T"] = b["g_rows"].transpose(1, 2)
             self._buffers = b
         return self._buffers
+
+    def _ov_rates(self, lr_ov: torch.Tensor, n_seq: int) -> dict[str, torch.Tensor]:
+        """Per-member OV rates over ``n_seq`` in the shapes the step reads, computed once
+        for as long as ``lr_ov`` is the same tensor, unchanged (the trainer passes one
+        tensor from step to step)."""
+        key = lr_ov, lr_ov._version, n_seq
+        cached = self._ov_rate_cache
+        if cached is None or cached[0][0] is not key[0] or cached[0][1:] != key[1:]:
+            k = self.n_collapsed_ov
+            rate = (lr_ov / n_seq).view(-1, 1, 1)
+            cached = self._ov_rate_cache = key, {
+                "c": rate[:k], "f": rate[k:], "bias": rate.view(-1, 1) * self._views["bias_mask"]}
+        return cached[1]
 
     def __len__(self) -> int:
         return len(self.specs)
@@ -416,51 +388,16 @@ class Ensemble:
         """Data for :meth:`step` from counts (..., E, B, V) and classes (..., E, B)."""
         return EnsembleBatch.from_counts(counts, classes, self.fixed_alpha)
 
-    def step(self, batch: EnsembleBatch | StreamBatch, lr_qk: torch.Tensor,
-             lr_ov: torch.Tensor | float) -> torch.Tensor:
-        """One SGD step of every member.
+    def step(self, batch: EnsembleBatch, lr_qk: torch.Tensor, lr_ov: torch.Tensor | float
+             ) -> torch.Tensor:
+        """One SGD step of every member, as batched PyTorch operations.
 
         lr_qk: per-member QK learning rates (E,); lr_ov: per-member OV rates (E,), or one
         number for all (which saves passes over the data). Returns the probability each
         member gave the correct next token of each sequence, before the step: (E, B); its
         :func:`mean_losses` are the members' losses. (The log and mean are left to the
         caller, who can take them for many steps at once: every operation counts here.)
-
-        The compiled step (:mod:`qkov.synthetic.fused`) computes it where it could be built
-        and ``self.fused`` is true, the eager step (:meth:`step_eager`) otherwise: the same
-        up to floating-point rounding.
         """
-        if isinstance(batch, StreamBatch):
-            if self.fused:
-                return self._step_compiled(batch, lr_qk, lr_ov)
-            return self.step_eager(batch.per_member(self.fixed_alpha), lr_qk, lr_ov)
-        if self.fused and (self.fixed or batch.classes is not None):
-            E = len(self)
-            return self._step_compiled(StreamBatch(
-                torch.arange(E), batch.attention if self.fixed else batch.log_counts,
-                batch.classes, batch.targets.squeeze(-1)), lr_qk, lr_ov)
-        return self.step_eager(batch, lr_qk, lr_ov)
-
-    def _step_compiled(self, batch: StreamBatch, lr_qk, lr_ov):
-        E, n_seq = len(self), batch.targets.shape[-1]
-        if self._compiled_work is None or self._compiled_work[0] != n_seq:
-            self._compiled_work = n_seq, torch.empty(fused.work_floats(n_seq))
-        if not isinstance(lr_ov, torch.Tensor):
-            lr_ov = torch.full((E,), float(lr_ov))
-        contiguous = lambda x: None if x is None else x.contiguous()  # noqa: E731
-        p_target = torch.empty(E, n_seq)
-        fused.ensemble_step(
-            E, n_seq, self.n_collapsed_ov, self.fixed, tasks.N_CLASSES, QUERY_ROWS.start,
-            SCALE, contiguous(batch.member_stream), contiguous(batch.data),
-            contiguous(batch.step), self._fixed_alpha_flat,
-            None if self.fixed else contiguous(batch.classes), contiguous(batch.targets),
-            self.params, self.qk_factorized, self.has_bias, contiguous(lr_qk.float()),
-            contiguous(lr_ov.float()), p_target, self._compiled_work[1])
-        return p_target
-
-    def step_eager(self, batch: EnsembleBatch, lr_qk: torch.Tensor, lr_ov: torch.Tensor | float
-                   ) -> torch.Tensor:
-        """:meth:`step` as batched PyTorch operations (about 30 per step)."""
         p, v, k = self.params, self._views, self.n_collapsed_ov
         n_seq = batch.targets.shape[1]
         w = self._work_space(n_seq)
@@ -469,7 +406,7 @@ class Ensemble:
             a = batch.attention
             a_c, a_f = a[:k], a[k:]
         else:
-            rows = torch.bmm(v["W_Q_q_T"], p["W_K"])  # (E, 4, V): query rows of W_QK
+            rows = torch.bmm(v["W_Q_q_T"], p["W_K"], out=w["rows"])  # (E, 4, V): W_QK[query]
             torch.baddbmm(batch.log_counts, batch.class_onehot, rows, alpha=SCALE,
                           out=w["scores"])
             a, a_c, a_f = softmax(w["scores"], -1, False, out=w["a"]), w["a_c"], w["a_f"]
@@ -483,7 +420,7 @@ class Ensemble:
         if collapsed:
             torch.baddbmm(v["b_c"], a_c, v["W_O_c_T"], out=w["z_c"])
         dz = softmax(w["z"], -1, False, out=w["dz"])
-        p_target = dz.gather(-1, batch.targets)
+        p_target = torch.gather(dz, -1, batch.targets)  # a new tensor: the caller keeps it
         dz.scatter_add_(-1, batch.targets, w["minus_one"])  # n_seq x dLoss/dlogits
         if factorized:
             dhidden = torch.bmm(w["dz_f"], v["W_O_f"], out=w["dhidden"])
@@ -493,15 +430,19 @@ class Ensemble:
             if factorized:
                 torch.bmm(dhidden, v["W_V_f"], out=w["da_f"])
         # SGD, each learning rate folded into the gradient's product (alpha, or an operand).
+        mul = torch.mul
         if isinstance(lr_ov, torch.Tensor):
-            rate = (lr_ov / n_seq).view(-1, 1, 1)
+            rate = self._ov_rates(lr_ov, n_seq)
             if collapsed:
-                v["W_O_c"].baddbmm_(w["dz_c_T"], a_c * rate[:k], alpha=-1.0)
+                v["W_O_c"].baddbmm_(w["dz_c_T"], mul(a_c, rate["c"], out=w["a_rate_c"]),
+                                    alpha=-1.0)
             if factorized:
-                v["W_O_f"].baddbmm_(w["dz_f_T"], hidden * rate[k:], alpha=-1.0)
-                v["W_V_f"].baddbmm_(w["dhidden_T"], a_f * rate[k:], alpha=-1.0)
+                v["W_O_f"].baddbmm_(w["dz_f_T"], mul(hidden, rate["f"], out=w["hidden_rate"]),
+                                    alpha=-1.0)
+                v["W_V_f"].baddbmm_(w["dhidden_T"], mul(a_f, rate["f"], out=w["a_rate_f"]),
+                                    alpha=-1.0)
             if self.any_bias:
-                p["b"].addcmul_(rate.view(-1, 1) * v["bias_mask"], dz.sum(1), value=-1.0)
+                p["b"].addcmul_(rate["bias"], torch.sum(dz, 1, out=w["dz_sum"]), value=-1.0)
         else:
             rate = lr_ov / n_seq
             if collapsed:
@@ -510,16 +451,19 @@ class Ensemble:
                 v["W_O_f"].baddbmm_(w["dz_f_T"], hidden, alpha=-rate)
                 v["W_V_f"].baddbmm_(w["dhidden_T"], a_f, alpha=-rate)
             if self.any_bias:
-                p["b"].addcmul_(v["bias_mask"], dz.sum(1), value=-rate)
+                p["b"].addcmul_(v["bias_mask"], torch.sum(dz, 1, out=w["dz_sum"]), value=-rate)
         if not self.fixed:
+            # n_seq/SCALE x dLoss/dscores, in place of dLoss/da (read no more)
             da = w["da"]
-            dscores = (da - (a * da).sum(-1, keepdim=True)).mul_(a)  # n_seq/SCALE x dL/dscores
-            g_rows = torch.bmm(batch.class_onehot.transpose(1, 2), dscores)  # (E, 4, V)
+            dot = torch.sum(mul(a, da, out=w["a_da"]), -1, keepdim=True, out=w["da_dot"])
+            dscores = da.sub_(dot).mul_(a)
+            g_rows = torch.bmm(batch.class_onehot.transpose(1, 2), dscores,
+                               out=w["g_rows"])  # (E, 4, V)
             # W_QK = W_Q^T W_K with gradient G on the query rows: dW_Q = W_K G^T, dW_K = W_Q G.
-            rate = (lr_qk * (SCALE / n_seq)).view(-1, 1, 1)
+            rate = mul(lr_qk, SCALE / n_seq, out=w["lr_qk"]).view(-1, 1, 1)
             if self.any_qk_factorized:  # (W_Q of a collapsed circuit is I and stays so)
-                g_q = torch.bmm(p["W_K"], g_rows.transpose(1, 2))
-            p["W_K"].baddbmm_(v["W_Q_q"] * rate, g_rows, alpha=-1.0)
+                g_q = torch.bmm(p["W_K"], w["g_rows_T"], out=w["g_q"])
+            p["W_K"].baddbmm_(mul(v["W_Q_q"], rate, out=w["W_Q_rate"]), g_rows, alpha=-1.0)
             if self.any_qk_factorized:
-                v["W_Q_q"].addcmul_(rate * v["qk_mask"], g_q, value=-1.0)
+                v["W_Q_q"].addcmul_(mul(rate, v["qk_mask"], out=w["qk_rate"]), g_q, value=-1.0)
         return p_target.squeeze(-1)

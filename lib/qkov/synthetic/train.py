@@ -6,11 +6,10 @@ ramp on the QK rate, epochs of ``batches_per_epoch`` fresh batches, an optional 
 at a mean epoch loss. :func:`train` trains a list of them together:
 
 * all members (all four parameterizations; fixed-attention members apart) are stacked
-  into one :class:`~qkov.synthetic.models.Ensemble` and updated by one call per step: the
-  compiled step (:mod:`~qkov.synthetic.fused`), or the eager step's batched operations;
-* data are drawn for all streams once every ``tasks.DataStream.CHUNK`` steps and prepared
-  once per stream (the compiled step reads a stream's data where it lies; the eager step
-  gets them laid out per member), so a step has no Python loop over members;
+  into one :class:`~qkov.synthetic.models.Ensemble` and updated by one call per step, a
+  few dozen batched PyTorch operations;
+* data are drawn for all streams once every ``tasks.DataStream.CHUNK`` steps, prepared
+  once per stream and laid out per member, so a step has no Python loop over members;
 * every member's data come from the stream of its own (seed, T, batch size): members with
   the same seed see the same batches (configurations are compared on paired data), and a
   member's result depends only on its own seed and configuration, not on the ensemble;
@@ -20,7 +19,6 @@ at a mean epoch loss. :func:`train` trains a list of them together:
 
 from __future__ import annotations
 
-import functools
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -152,31 +150,18 @@ class _Group:
                    ) -> None:
         """Data of the steps t0, t0+1, ... of a chunk: ``drawn[s]`` is stream s's chunk,
         ``member_streams`` the stream of each member. What depends on the data alone (log
-        counts, one-hot classes) is computed once per stream; the compiled step reads it
-        there, the eager step gets it laid out per member."""
+        counts, one-hot classes) is computed once per stream, then laid out per member."""
         chunk, rows = tasks.DataStream.CHUNK, self.configs[0].rows_per_batch
         data = {s: (drawn[s].counts.view(chunk, rows, -1), drawn[s].classes.view(chunk, rows))
                 for s in dict.fromkeys(member_streams)}  # (K, B, V), (K, B) per stream
-        steps = (self._per_stream_steps if self.ensemble.fused else self._per_member_steps)(
-            data, member_streams)
-        self.chunk = steps, self._qk_rates(t0)
-
-    def _per_stream_steps(self, data: dict, member_streams: list[int]) -> list:
-        """The compiled step reads each stream's data where it lies: no per-member copy."""
-        streams = list(data)
-        member_stream = torch.tensor([streams.index(s) for s in member_streams])
-        batch = models.StreamBatch.from_counts(
-            torch.stack([data[s][0] for s in streams], 1),
-            torch.stack([data[s][1] for s in streams], 1), member_stream, self.ensemble.fixed)
-        return _per_step(functools.partial(models.StreamBatch, member_stream),
-                         batch.data, batch.classes, batch.targets, batch.step)
+        self.chunk = self._per_member_steps(data, member_streams), self._qk_rates(t0)
 
     def _per_member_steps(self, data: dict, member_streams: list[int]) -> list:
-        """The eager step's data, laid out per member."""
+        """The step's data, laid out per member."""
         chunk, rows = tasks.DataStream.CHUNK, self.configs[0].rows_per_batch
         if self.ensemble.fixed:
             # What the attention takes from the data is computed once per stream; each
-            # member's attention is then one fused operation with its own alpha.
+            # member's attention is then one addcmul with its own alpha.
             parts = {s: models.FixedAttentionParts.of(*d) for s, d in data.items()}
             alphas = self.ensemble.fixed_alpha.view(-1)
             attention = self._layout("attention", (chunk, len(member_streams), rows, models.V))
