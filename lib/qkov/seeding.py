@@ -31,6 +31,15 @@ def generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
+def normal_(tensor: torch.Tensor, std: float, generator: torch.Generator,
+            mean: float = 0.0) -> torch.Tensor:
+    """Fill ``tensor`` in place with N(mean, std^2) draws from ``generator``, the same on
+    every CPU: drawn in float64 and rounded to ``tensor``'s dtype."""
+    draws = torch.empty(tensor.shape, dtype=torch.float64).normal_(mean, std, generator=generator)
+    with torch.no_grad():
+        return tensor.copy_(draws)
+
+
 def init_generator(seed: int) -> torch.Generator:
     """The generator a run's initial parameters are drawn from (also used to recover them)."""
     return generator(derived_seed(seed, "init"))

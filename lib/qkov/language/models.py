@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .. import seeding
+
 LAYER_NORMS = ("none", "pre")
 READOUTS = ("first_pad", "last")
 OPTIMIZERS = ("adamw", "sgd")
@@ -171,7 +173,8 @@ class Decoder(nn.Module):
                 elif ".ln_" in name or name.startswith("ln_"):
                     param.fill_(1.0)  # LayerNorm gains
                 else:
-                    param.normal_(0.0, INIT_STD, generator=generator)
+                    # float64 draws: float32 normal_ depends on the CPU (qkov.seeding)
+                    seeding.normal_(param, INIT_STD, generator)
 
     def forward(self, tokens: torch.Tensor, attention_mask: torch.Tensor,
                 readout: str | None = None) -> DecoderOutput:
