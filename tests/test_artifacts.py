@@ -63,3 +63,59 @@ def test_save_figure_writes_every_format_reproducibly(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["figure.pdf", "figure.png",
                                                           "figure.svg"]
     assert first == second, "the same figure must give the same bytes (no dates in files)"
+
+
+def test_provenance_says_which_inputs_differ_from_the_commit(tmp_path, monkeypatch):
+    """Uncommitted code (library, the notebook's code cells) is recorded; the outputs a build
+    writes into the stored notebook are not a change; custom parameters are named."""
+    import subprocess
+
+    import nbformat
+
+    from qkov.figures import paper_fig4
+
+    repo = tmp_path / "repo"
+    (repo / "lib").mkdir(parents=True)
+    (repo / "notebooks").mkdir()
+    (repo / "lib" / "m.py").write_text("x = 1\n")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(1)")])
+    nbformat.write(nb, repo / "notebooks" / "fig.ipynb")
+    git = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    monkeypatch.setattr(artifacts, "repo_root", lambda: repo)
+
+    p = paper_fig4.Parameters()
+    state = artifacts.provenance(1.0, "fig", p, "float64")
+    assert state["commit"] and state["uncommitted_changes"] is False
+    assert state["custom_parameters"] == [] and state["machine"]["dtype"] == "float64"
+
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
+    nbformat.write(nb, repo / "notebooks" / "fig.ipynb")  # what a build writes
+    assert artifacts.provenance(1.0, "fig", p, "float64")["uncommitted_changes"] is False
+
+    nb.cells[0].source = "print(2)"
+    nbformat.write(nb, repo / "notebooks" / "fig.ipynb")
+    state = artifacts.provenance(1.0, "fig", p, "float64")
+    assert state["notebook_changed"] and state["uncommitted_changes"]
+    assert not state["library_changed"]
+    git("checkout", "notebooks/fig.ipynb")
+
+    (repo / "lib" / "new.py").write_text("")  # an untracked module is a change too
+    state = artifacts.provenance(1.0, "fig", paper_fig4.Parameters(ratios=[2.0]), "float64")
+    assert state["library_changed"] and state["uncommitted_changes"]
+    assert state["custom_parameters"] == ["ratios"]
+
+
+def test_provenance_records_what_decides_the_rounding():
+    import os
+
+    import qkov
+
+    machine = artifacts.provenance(1.0, dtype="float32")["machine"]
+    assert machine["mkl_cbwr"] == os.environ.get("MKL_CBWR", qkov.MKL_CBWR)
+    assert machine["torch_threads"] == int(os.environ.get(qkov.THREADS_ENV, "1"))
+    assert machine["dtype"] == "float32" and machine["cpu_model"]
+    assert machine["torch_cpu_capability"] in ("DEFAULT", "AVX2", "AVX512", "ZVECTOR", "NO AVX")
+    assert machine["mkl"]

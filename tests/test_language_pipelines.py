@@ -71,9 +71,9 @@ def test_hatexplain_pipeline_trains_measures_and_publishes(tmp_path):
     for grid in heatmaps.values():  # the four test posts with a rationale
         assert grid.shape == (5, 5) and grid.sum() == pytest.approx(100)
     fig = language_hatexplain.plot(rows, heatmaps, p.top_fraction)
-    plotting.publish(language_hatexplain.FIGURE_ID, p.given, rows, 0.0, {"figure": fig},
+    plotting.publish(language_hatexplain.FIGURE_ID, p, rows, 0.0, {"figure": fig},
                      tables=language_hatexplain.tables(heatmaps, runs),
-                     artifacts_dir=p.artifacts_dir)
+                     artifacts_dir=p.artifacts_dir, dtype=language_hatexplain.DTYPE)
     summary = published("language-hatexplain", tmp_path / "out", ["heatmaps.csv"])
     assert len(summary["rows"]) == 2
 
@@ -93,9 +93,9 @@ def test_sva_pipeline_splits_by_attractors(tmp_path):
     assert sum(r["n"] for r in by_attractors) == 20 * 4  # every test sentence, per run
     assert {r["attractors"] for r in by_attractors} <= {0, 1}
     fig = language_sva.plot(rows, heatmaps)
-    plotting.publish(language_sva.FIGURE_ID, p.given, rows, 0.0, {"figure": fig},
+    plotting.publish(language_sva.FIGURE_ID, p, rows, 0.0, {"figure": fig},
                      tables=language_sva.tables(heatmaps, runs, prepared),
-                     artifacts_dir=p.artifacts_dir)
+                     artifacts_dir=p.artifacts_dir, dtype=language_sva.DTYPE)
     published("language-sva", tmp_path / "out", ["heatmaps.csv", "attractors.csv"])
 
 
@@ -126,9 +126,9 @@ def test_squad_pipeline_generates_answers_and_scores_them(tmp_path):
         assert all(0 <= row[f"attention_{m}"] <= 1 for m in ("rollout", "layer_mean", "layer_max"))
     assert len(predictions) == 2 * 5
     fig = language_squad.plot(rows, heatmaps)
-    plotting.publish(language_squad.FIGURE_ID, p.given, rows, 0.0, {"figure": fig},
+    plotting.publish(language_squad.FIGURE_ID, p, rows, 0.0, {"figure": fig},
                      tables=language_squad.tables(heatmaps, predictions),
-                     artifacts_dir=p.artifacts_dir)
+                     artifacts_dir=p.artifacts_dir, dtype=language_squad.DTYPE)
     published("language-squad", tmp_path / "out", ["heatmaps.csv", "predictions.csv"])
 
 

@@ -22,7 +22,34 @@ The language experiments will get packages of their own beside ``synthetic`` (th
 models and training) and a model-agnostic ``attribution`` below them.
 """
 
+import os
+import sys
 from importlib.metadata import PackageNotFoundError, version
+
+# What decides the rounding of a computation beyond its code, pinned before torch computes
+# anything (MKL reads MKL_CBWR at its first call, OpenMP its thread count when torch starts),
+# however Python was started: importing qkov is the first thing every notebook, test and
+# pipeline step does. MKL picks its matrix-product code by CPU vendor and model;
+# "AVX2,STRICT" gives the same bits on every AVX2 CPU, Intel or AMD, at native speed here.
+# One intra-op thread per process (QKOV_THREADS to change it): a run's reductions are then
+# split the same way on every machine, and training spreads over processes instead.
+MKL_CBWR = "AVX2,STRICT"
+THREADS_ENV = "QKOV_THREADS"
+
+
+def _pin_numerics() -> None:
+    threads = os.environ.get(THREADS_ENV, "1")
+    if not threads.isdigit() or int(threads) < 1:
+        raise ValueError(f"environment variable {THREADS_ENV}: expected an integer >= 1, "
+                         f"got {threads!r}")
+    os.environ.setdefault("MKL_CBWR", MKL_CBWR)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(int(threads))
+    else:
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = threads
+
+
+_pin_numerics()
 
 try:
     __version__ = version("qkov")

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -82,18 +83,83 @@ def git_commit(root: Path | None = None) -> str | None:
     return _git("rev-parse", "HEAD", cwd=root)
 
 
-def provenance(wall_time_s: float, **extra: Any) -> dict[str, Any]:
-    """What produced a result: commit (and whether the tree was dirty), versions, machine."""
+LIBRARY_INPUTS = ("lib", "pyproject.toml")  # what every figure's code is made of
+
+
+def _code_cells(notebook_json: str) -> list[str]:
+    """The code cells' sources of a notebook: what it runs (its outputs are the build's)."""
+    cells = json.loads(notebook_json).get("cells", [])
+    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+            for c in cells if c.get("cell_type") == "code"]
+
+
+def input_changes(figure_id: str, parameters: Any = None) -> dict[str, Any]:
+    """How a figure's inputs differ from the commit: the library (``lib/``,
+    ``pyproject.toml``), the code cells of ``notebooks/<figure_id>.ipynb`` (not its
+    outputs: a build that re-runs the notebook rewrites those, and that is no change to the
+    code) and the parameters (a :class:`~qkov.params.FigureParameters`: which differ from
+    the notebook's defaults). ``None`` for what cannot be told (outside a git checkout)."""
+    root = repo_root()
+    library = _git("status", "--porcelain", "--untracked-files=all", "--", *LIBRARY_INPUTS)
+    notebook = root / "notebooks" / f"{figure_id}.ipynb"
+    committed = _git("show", f"HEAD:notebooks/{figure_id}.ipynb")
+    notebook_changed = None
+    if committed is not None and notebook.is_file():
+        try:
+            notebook_changed = _code_cells(committed) != _code_cells(notebook.read_text())
+        except (ValueError, KeyError):
+            notebook_changed = True
+    custom = None
+    if hasattr(parameters, "given") and hasattr(parameters, "defaults"):
+        defaults = parameters.defaults()
+        custom = sorted(k for k, v in parameters.given.items() if v != defaults.get(k))
+    return {"library_changed": None if library is None else bool(library),
+            "notebook_changed": notebook_changed,
+            "custom_parameters": custom}
+
+
+def numerics(dtype: str) -> dict[str, Any]:
+    """What decides a result's rounding: the CPU, the kernels torch chose for it, the MKL
+    code path, the thread count, the dtype of the computation."""
+    import torch
+
+    mkl = re.search(r"Math Kernel Library Version ([\w.-]+)", torch.__config__.show())
+    return {"cpu_model": cpu_model(),
+            "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "aten_cpu_capability_env": os.environ.get("ATEN_CPU_CAPABILITY"),
+            "mkl": mkl.group(1) if mkl else None,
+            "mkl_cbwr": os.environ.get("MKL_CBWR"),
+            "torch_threads": torch.get_num_threads(),
+            "dtype": dtype}
+
+
+def cpu_model() -> str:
+    """The processor's name (``/proc/cpuinfo``'s model name on Linux)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def provenance(wall_time_s: float, figure_id: str | None = None, parameters: Any = None,
+               dtype: str | None = None, **extra: Any) -> dict[str, Any]:
+    """What produced a result: the commit and whether the figure's inputs differed from it
+    (``uncommitted_changes``: its library or notebook code did), versions, the machine and
+    what decides its rounding (:func:`numerics`)."""
     import numpy
     import torch
 
     from . import __version__
 
-    commit = git_commit()
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    changes = input_changes(figure_id, parameters) if figure_id else {}
+    code = [changes.get("library_changed"), changes.get("notebook_changed")]
     return {
-        "commit": commit,
-        "dirty": bool(status) if status is not None else None,
+        "commit": git_commit(),
+        "uncommitted_changes": any(code) if any(c is not None for c in code) else None,
+        **changes,
         "qkov_version": __version__,
         "python": platform.python_version(),
         "numpy": numpy.__version__,
@@ -102,7 +168,7 @@ def provenance(wall_time_s: float, **extra: Any) -> dict[str, Any]:
             "platform": platform.platform(),
             "processor": platform.machine(),
             "cpu_count": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(),
+            **numerics(dtype),
         },
         "wall_time_s": round(float(wall_time_s), 3),
         **extra,
@@ -143,16 +209,20 @@ def write_table(path: Path, rows: Sequence[Mapping[str, Any]],
 def write_summary(
     folder: Path,
     figure_id: str,
-    parameters: Mapping[str, Any],
+    parameters: Any,
     rows: Sequence[Mapping[str, Any]],
     wall_time_s: float,
+    dtype: str | None = None,
     **provenance_extra: Any,
 ) -> Path:
-    """Write ``summary.json`` and ``data.csv`` (the same rows) into ``folder``."""
+    """Write ``summary.json`` and ``data.csv`` (the same rows) into ``folder``.
+    ``parameters``: the figure's :class:`~qkov.params.FigureParameters` (or a plain mapping);
+    ``dtype``: the floating-point type the figure computed in."""
+    given = parameters.given if hasattr(parameters, "given") else parameters
     summary = {
         "figure": figure_id,
-        "parameters": _plain(parameters),
-        "provenance": provenance(wall_time_s, **provenance_extra),
+        "parameters": _plain(given),
+        "provenance": provenance(wall_time_s, figure_id, parameters, dtype, **provenance_extra),
         "rows": _plain(list(rows)),
     }
     write_table(folder / "data.csv", rows)

@@ -103,30 +103,21 @@ def _table(header: list[str], rows: list[list[str]]) -> nodes.table:
 
 
 def trainer_speed_rows(r: dict) -> tuple[list[str], list[list[str]], str]:
-    how = "compiled step" if r.get("compiled_step") else "eager step (no compiler found)"
     rows = [
         ["(a) per-model baseline", f"{r['baseline_model_steps_per_s']:,.0f}", "1x"],
-        [f"(b) qkov.synthetic.train, one process, {how}",
-         f"{r['trainer_model_steps_per_s']:,.0f}", f"{r['speedup_one_process']:.1f}x"],
-        [f"(c) qkov.synthetic.train, {r['workers']} worker processes, {how}",
+        ["(b) qkov.synthetic.train, one process", f"{r['trainer_model_steps_per_s']:,.0f}",
+         f"{r['speedup_one_process']:.1f}x"],
+        [f"(c) qkov.synthetic.train, {r['workers']} worker processes",
          f"{r['trainer_workers_model_steps_per_s']:,.0f}", f"{r['speedup_workers']:.1f}x"],
-        ["(d) as (b), eager PyTorch step", f"{r['eager_model_steps_per_s']:,.0f}",
-         f"{r['eager_speedup_one_process']:.1f}x"],
-        ["(e) as (c), eager PyTorch step", f"{r['eager_workers_model_steps_per_s']:,.0f}",
-         f"{r['eager_speedup_workers']:.1f}x"],
     ]
-
-    def breakdown(step: dict) -> str:
-        inside = "in the compiled function" if step["compiled"] else (
-            f"in {step['operators_per_step']:.0f} PyTorch operators")
-        return (f"{step['sampling_us']:.0f} us drawing the data ({step['streams']} streams), "
-                f"{step['layout_us']:.0f} us laying it out, {step['ensemble_math_us']:.0f} us "
-                f"{inside}, {step['overhead_us']:.0f} us Python and dispatch")
-
+    step = r["step"]
+    breakdown = (f"{step['sampling_us']:.0f} us drawing the data ({step['streams']} streams), "
+                 f"{step['layout_us']:.0f} us laying it out, {step['ensemble_math_us']:.0f} us "
+                 f"in {step['operators_per_step']:.0f} PyTorch operators, "
+                 f"{step['overhead_us']:.0f} us Python and dispatch")
     note = (f"Measured on {r['date']} ({r['machine']}; {r['trainer_steps']:,} steps of each "
             f"of the {r['workload']}; best of {r['rounds']} interleaved rounds). One step of "
-            f"(b) for all {r['step']['members']} runs: {breakdown(r['step'])}; of (d): "
-            f"{breakdown(r['eager_step'])}. The trainer does "
+            f"(b) for all {step['members']} runs: {breakdown}. The trainer does "
             f"{r['mflop_per_model_step']:.2f} MFLOP of matrix work per model-step: (c) runs "
             f"at {r['trainer_gflops']:.1f} GFLOP/s, "
             f"{100 * r['fraction_of_batched_matmul']:.0f}% of a batched matmul of the same "
@@ -318,19 +309,36 @@ def snakemake_command(figure: BookFigure) -> str:
     return f"snakemake --cores 2 {figure.job.rule}"
 
 
+def input_state(prov: dict) -> str:
+    """How the run's inputs stood against its commit, in words ("" when they were the
+    commit's): uncommitted changes to the code, parameters other than the defaults."""
+    words = []
+    if prov.get("uncommitted_changes"):
+        changed = [what for what, key in (("library", "library_changed"),
+                                          ("notebook", "notebook_changed")) if prov.get(key)]
+        words.append("uncommitted changes" + (f" ({', '.join(changed)})" if changed else ""))
+    if prov.get("custom_parameters"):
+        words.append("parameters other than the defaults: "
+                     + ", ".join(prov["custom_parameters"]))
+    return "; ".join(words)
+
+
 def provenance_text(summary: dict) -> str:
     """One sentence of what produced the run, from its summary.json."""
     prov, params = summary["provenance"], summary["parameters"]
     commit = (prov.get("commit") or "unknown")[:12]
-    dirty = " with uncommitted changes" if prov.get("dirty") else ""
+    state = input_state(prov)
     machine = prov.get("machine", {})
     seeds = [f"{k} = {json.dumps(v)}" for k, v in params.items() if "seed" in k]
     parts = [
-        f"commit {commit}{dirty}, qkov {prov.get('qkov_version')}",
+        f"commit {commit}" + (f" with {state}" if state else "")
+        + f", qkov {prov.get('qkov_version')}",
         f"Python {prov.get('python')}, NumPy {prov.get('numpy')}, PyTorch {prov.get('torch')}",
         f"wall time {prov['wall_time_s']:.1f} s on {machine.get('platform')} "
-        f"({machine.get('processor')}, {machine.get('cpu_count')} CPUs, "
-        f"{machine.get('torch_threads')} PyTorch threads)",
+        f"({machine.get('cpu_model', machine.get('processor'))}, {machine.get('cpu_count')} CPUs, "
+        f"{machine.get('torch_threads')} PyTorch threads, "
+        f"kernels {machine.get('torch_cpu_capability')}, MKL_CBWR {machine.get('mkl_cbwr')}, "
+        f"{machine.get('dtype')})",
         "seeds: " + "; ".join(seeds) if seeds else "no random seeds (deterministic)",
     ]
     return "; ".join(parts) + "."
@@ -357,7 +365,7 @@ def _bibtex_names(authors: list[dict]) -> str:
 
 
 def companion_bibtex(cff: dict, figure: BookFigure | None = None, page: str = "",
-                     commit: str | None = None) -> str:
+                     commit: str | None = None, state: str = "") -> str:
     """BibTeX for the companion (from CITATION.cff), or for one of its figures: then the
     url is the figure's anchor in the published book and the note names the commit."""
     url = cff["url"].rstrip("/") + "/"
@@ -371,7 +379,8 @@ def companion_bibtex(cff: dict, figure: BookFigure | None = None, page: str = ""
         fields["title"] = f"{cff['title']}: figure {figure.label}"
         what = (f"reproduces {figure.reproduces} of \\cite{{{PAPER_KEY}}}" if figure.reproduces
                 else f"the companion's own figure, on \\cite{{{PAPER_KEY}}}")
-        fields["note"] = f"Figure {figure.label}, {what}; commit {(commit or 'unknown')[:12]}"
+        fields["note"] = (f"Figure {figure.label}, {what}; commit {(commit or 'unknown')[:12]}"
+                          + (f" with {state}" if state else ""))
     if "repository-code" in cff:
         fields["note"] = "; ".join(filter(None, [fields.get("note"),
                                                  f"code: {cff['repository-code']}"]))
@@ -437,7 +446,8 @@ def figure_info(figure: BookFigure, srcdir: Path, docname: str, page: str,
     box += nodes.paragraph("", "", nodes.strong(text="Cite this figure: "),
                            nodes.Text("the paper and this figure of the companion."))
     box += _code(paper_bibtex() + "\n\n" + companion_bibtex(
-        citation(), figure, page, summary["provenance"].get("commit")), "bibtex")
+        citation(), figure, page, summary["provenance"].get("commit"),
+        input_state(summary["provenance"])), "bibtex")
     return box
 
 

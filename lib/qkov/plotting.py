@@ -113,14 +113,16 @@ def save_figure(fig, folder: Path, stem: str = "figure") -> list[Path]:
     return paths
 
 
-def publish(figure_id: str, parameters: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
+def publish(figure_id: str, parameters: Any, rows: Sequence[Mapping[str, Any]],
             started: float, drawings: Mapping[str, Figure], tables: Mapping[str, Any] | None = None,
-            artifacts_dir: str | None = None) -> None:
+            artifacts_dir: str | None = None, *, dtype: str) -> None:
     """The save cell of every figure notebook, into ``artifacts/<figure_id>/`` (or
     ``artifacts_dir``): each drawing as ``<stem>.png``, ``.pdf`` and ``.svg``, each table
     as CSV (``tables[name]`` its rows, or (rows, columns) where it may have none), then the
-    rows as ``data.csv`` and ``summary.json`` with the parameters and the provenance (the
-    wall time counted from ``started``, a ``time.perf_counter()``). Prints what it wrote."""
+    rows as ``data.csv`` and ``summary.json`` with the parameters (the figure's
+    ``Parameters``: the summary notes which differ from the defaults) and the provenance
+    (the wall time counted from ``started``, a ``time.perf_counter()``; ``dtype``, the
+    floating-point type the figure computed in). Prints what it wrote."""
     folder = figure_dir(figure_id, artifacts_dir)
     written = [path for stem, fig in drawings.items() for path in save_figure(fig, folder, stem)]
     for name, table in (tables or {}).items():
@@ -128,7 +130,7 @@ def publish(figure_id: str, parameters: Mapping[str, Any], rows: Sequence[Mappin
         write_table(folder / name, table_rows, columns)
         written.append(folder / name)
     summary = write_summary(folder, figure_id, parameters, rows,
-                            wall_time_s=time.perf_counter() - started)
+                            wall_time_s=time.perf_counter() - started, dtype=dtype)
     written += [folder / "data.csv", summary]
     print("wrote", ", ".join(path.name for path in written))
 

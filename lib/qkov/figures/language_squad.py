@@ -33,6 +33,9 @@ from ..language.train import resolve_device, train_language_model
 from ..params import FigureParameters, integer, number, optional_path, parameter, seed_list
 from ..plotting import house_style, new_figure
 
+# The floating-point type the figure computes in (its summary.json records it).
+DTYPE = "float32"
+
 FIGURE_ID = "language-squad"
 # Its data cannot be downloaded on the project's machines: the notebook is in the book but
 # not in the pipeline's FIGURE_JOBS, and is stored as run without data (no figure).

@@ -27,6 +27,9 @@ from ..language.tokenizers import Tokenizer, train_word_level
 from ..params import (FigureParameters, ParameterError, integer, number, optional_path,
                       parameter, seed_list)
 
+# The floating-point type the figure computes in (its summary.json records it).
+DTYPE = "float32"
+
 FIGURE_ID = "language-sva"
 # Its data cannot be downloaded on the project's machines: the notebook is in the book but
 # not in the pipeline's FIGURE_JOBS, and is stored as run without data (no figure).

@@ -22,6 +22,9 @@ from ..synthetic.train import RunConfig
 from ..synthetic.train import train as train_runs
 from ..plotting import house_style, new_figure, ratio_colors
 
+# The floating-point type the figure computes in (its summary.json records it).
+DTYPE = "float32"
+
 ALPHAS = (0.2, 0.4, 0.6, 0.8, 1.0)
 SEEDS = (1234, 1235, 1236, 1237, 1238)  # the authors' notebooks ran one, 1234
 OV_CIRCUITS = {  # the OV circuit under fixed attention: collapsed with bias, factorized without

@@ -16,6 +16,9 @@ from ..params import FigureParameters, derived, integer, number, number_list, op
 from ..theory.reduced import Setting, check_loss_threshold, integrate_until, loss_thresholds
 from ..plotting import house_style, new_figure, ratio_colors, ratio_label
 
+# The floating-point type the figure computes in (its summary.json records it).
+DTYPE = "float64"
+
 
 @dataclass(frozen=True)
 class Parameters(FigureParameters):

@@ -23,6 +23,9 @@ from ..theory import reduced as theory
 from ..theory.stylized import Descent, StylizedModel, descents
 from ..plotting import house_style, new_figure
 
+# The floating-point type the figure computes in (its summary.json records it).
+DTYPE = "float32"
+
 INITS = ("identity", "default")  # CACO from 1e-6 I (the theory's symmetric point) or nn.Linear's
 
 

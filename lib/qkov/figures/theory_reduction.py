@@ -16,6 +16,9 @@ from ..theory import reduced as theory
 from ..theory.stylized import Descent, StylizedModel, descents
 from ..plotting import QUANTITIES, curve_points, house_style, new_figure, ratio_colors, ratio_label
 
+# The floating-point type the figure computes in (its summary.json records it).
+DTYPE = "float64"
+
 
 @dataclass(frozen=True)
 class Parameters(theory.SettingParameters):

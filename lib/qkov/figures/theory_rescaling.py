@@ -25,6 +25,9 @@ from ..synthetic import metrics
 from ..theory import reduced as theory
 from ..plotting import PARAMETERIZATION_COLORS, curve_points, house_style, new_figure
 
+# The floating-point type the figure computes in (its summary.json records it).
+DTYPE = "float64"
+
 ROW1_PANELS = ("FAFO", "FACO", "CAFO", "CACO")  # Fig. 2 row 1: equal learning rates
 # Fig. 2 row 1 starts every factor at 1e-6 I except FAFO's W_Q, W_K (PyTorch's default init).
 DEFAULT_INIT_FACTORS = {"FAFO": "qk"}
