@@ -400,3 +400,22 @@ def test_wide_figures_get_text_sized_for_the_page():
     sizes = {t.get_text(): t.get_fontsize() for t in fig.findobj(Text)}
     assert sizes["cell"] == 16 and sizes["t"] == 2 * plotting.HOUSE_STYLE["axes.titlesize"]
     assert ax.get_xticklabels()[0].get_fontsize() == 2 * plotting.HOUSE_STYLE["xtick.labelsize"]
+
+
+def test_provenance_and_bibtex_say_when_the_code_was_not_the_commit():
+    from qkov import book
+
+    clean = {"commit": "a" * 40, "uncommitted_changes": False, "custom_parameters": []}
+    assert book.input_state(clean) == ""
+    changed = {**clean, "uncommitted_changes": True, "library_changed": True,
+               "notebook_changed": False, "custom_parameters": ["epochs_scale"]}
+    assert book.input_state(changed) == ("uncommitted changes (library); parameters other "
+                                         "than the defaults: epochs_scale")
+    # BibTeX: no parameter names (LaTeX rejects a bare underscore).
+    assert "_" not in book.input_state(changed, names=False)
+    figure = next(iter(book.book_figures().values()))
+    entry = book.companion_bibtex(book.citation(), figure, "page", "a" * 40,
+                                  book.input_state(changed, names=False))
+    assert "commit aaaaaaaaaaaa with uncommitted changes (library); parameters other" in entry
+    clean_entry = book.companion_bibtex(book.citation(), figure, "page", "a" * 40, "")
+    assert "commit aaaaaaaaaaaa;" in clean_entry or "commit aaaaaaaaaaaa}" in clean_entry

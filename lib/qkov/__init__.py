@@ -18,8 +18,8 @@ suite checks it):
 - ``book`` (the book's Sphinx extension), ``pipeline`` (the figure registry, executing and
   storing notebooks).
 
-The language experiments will get packages of their own beside ``synthetic`` (their data,
-models and training) and a model-agnostic ``attribution`` below them.
+- ``language`` (beside ``synthetic``: the language tasks' data, tokenizers, models, training
+  and attribution metrics), used by the ``figures.language_*`` modules.
 """
 
 import os
@@ -37,11 +37,17 @@ MKL_CBWR = "AVX2,STRICT"
 THREADS_ENV = "QKOV_THREADS"
 
 
-def _pin_numerics() -> None:
+def pinned_threads() -> int:
+    """The intra-op threads of every computing process: ``$QKOV_THREADS``, default 1."""
     threads = os.environ.get(THREADS_ENV, "1")
     if not threads.isdigit() or int(threads) < 1:
         raise ValueError(f"environment variable {THREADS_ENV}: expected an integer >= 1, "
                          f"got {threads!r}")
+    return int(threads)
+
+
+def _pin_numerics() -> None:
+    threads = str(pinned_threads())
     os.environ.setdefault("MKL_CBWR", MKL_CBWR)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(int(threads))

@@ -78,12 +78,22 @@ def _git(*args: str, cwd: Path | None = None) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+def running_checkout() -> Path | None:
+    """The git checkout whose library is running (an editable install), or None: a
+    non-editable install runs a copy, and the repository it was started from says nothing
+    about that copy."""
+    root = repo_root()
+    return root if Path(__file__).resolve().is_relative_to(root / "lib") else None
+
+
 def git_commit(root: Path | None = None) -> str | None:
     """The commit the repository (at ``root``, default this one) is at; None outside git."""
     return _git("rev-parse", "HEAD", cwd=root)
 
 
 LIBRARY_INPUTS = ("lib", "pyproject.toml")  # what every figure's code is made of
+# Parameters that change where results go or how a run is shown, not the results.
+OUTPUT_ONLY = ("artifacts_dir", "progress", "workers")
 
 
 def _code_cells(notebook_json: str) -> list[str]:
@@ -97,22 +107,27 @@ def input_changes(figure_id: str, parameters: Any = None) -> dict[str, Any]:
     """How a figure's inputs differ from the commit: the library (``lib/``,
     ``pyproject.toml``), the code cells of ``notebooks/<figure_id>.ipynb`` (not its
     outputs: a build that re-runs the notebook rewrites those, and that is no change to the
-    code) and the parameters (a :class:`~qkov.params.FigureParameters`: which differ from
-    the notebook's defaults). ``None`` for what cannot be told (outside a git checkout)."""
-    root = repo_root()
+    code; a notebook the commit lacks is a change) and the parameters (a
+    :class:`~qkov.params.FigureParameters`: which differ from the notebook's defaults,
+    OUTPUT_ONLY aside). ``None`` for what cannot be told (outside a git checkout)."""
+    custom = None
+    if hasattr(parameters, "given") and hasattr(parameters, "defaults"):
+        defaults = parameters.defaults()
+        custom = sorted(k for k, v in parameters.given.items()
+                        if k not in OUTPUT_ONLY and _plain(v) != _plain(defaults.get(k)))
+    root = running_checkout()
+    if root is None or git_commit(root) is None:
+        return {"library_changed": None, "notebook_changed": None, "custom_parameters": custom}
     library = _git("status", "--porcelain", "--untracked-files=all", "--", *LIBRARY_INPUTS)
     notebook = root / "notebooks" / f"{figure_id}.ipynb"
     committed = _git("show", f"HEAD:notebooks/{figure_id}.ipynb")
     notebook_changed = None
-    if committed is not None and notebook.is_file():
+    if notebook.is_file():
         try:
-            notebook_changed = _code_cells(committed) != _code_cells(notebook.read_text())
+            notebook_changed = (committed is None
+                                or _code_cells(committed) != _code_cells(notebook.read_text()))
         except (ValueError, KeyError):
             notebook_changed = True
-    custom = None
-    if hasattr(parameters, "given") and hasattr(parameters, "defaults"):
-        defaults = parameters.defaults()
-        custom = sorted(k for k, v in parameters.given.items() if v != defaults.get(k))
     return {"library_changed": None if library is None else bool(library),
             "notebook_changed": notebook_changed,
             "custom_parameters": custom}
@@ -156,8 +171,9 @@ def provenance(wall_time_s: float, figure_id: str | None = None, parameters: Any
 
     changes = input_changes(figure_id, parameters) if figure_id else {}
     code = [changes.get("library_changed"), changes.get("notebook_changed")]
+    checkout = running_checkout()
     return {
-        "commit": git_commit(),
+        "commit": git_commit(checkout) if checkout else None,
         "uncommitted_changes": any(code) if any(c is not None for c in code) else None,
         **changes,
         "qkov_version": __version__,

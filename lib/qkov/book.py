@@ -128,7 +128,8 @@ def trainer_speed_rows(r: dict) -> tuple[list[str], list[list[str]], str]:
 
 
 def figures_run_rows(r: dict) -> tuple[list[str], list[list[str]], str]:
-    rows = [[f, f"{v['wall_time_s']:.0f} s", (v["commit"] or "?")[:10]]
+    rows = [[f, f"{v['wall_time_s']:.0f} s", (v["commit"] or "?")[:10]
+             + (" with uncommitted changes" if v.get("uncommitted_changes") else "")]
             for f, v in r["figures"].items()]
     rows.append(["make figures, from scratch", f"{r['total_wall_time_s']:.0f} s", ""])
     note = (f"Recorded on {r['date']} ({r['machine']}) by the last from-scratch "
@@ -309,17 +310,18 @@ def snakemake_command(figure: BookFigure) -> str:
     return f"snakemake --cores 2 {figure.job.rule}"
 
 
-def input_state(prov: dict) -> str:
+def input_state(prov: dict, names: bool = True) -> str:
     """How the run's inputs stood against its commit, in words ("" when they were the
-    commit's): uncommitted changes to the code, parameters other than the defaults."""
+    commit's): uncommitted changes to the code, parameters other than the defaults (named
+    when ``names``; BibTeX gets no names, whose underscores LaTeX would reject)."""
     words = []
     if prov.get("uncommitted_changes"):
         changed = [what for what, key in (("library", "library_changed"),
                                           ("notebook", "notebook_changed")) if prov.get(key)]
         words.append("uncommitted changes" + (f" ({', '.join(changed)})" if changed else ""))
     if prov.get("custom_parameters"):
-        words.append("parameters other than the defaults: "
-                     + ", ".join(prov["custom_parameters"]))
+        words.append("parameters other than the defaults"
+                     + (": " + ", ".join(prov["custom_parameters"]) if names else ""))
     return "; ".join(words)
 
 
@@ -447,7 +449,7 @@ def figure_info(figure: BookFigure, srcdir: Path, docname: str, page: str,
                            nodes.Text("the paper and this figure of the companion."))
     box += _code(paper_bibtex() + "\n\n" + companion_bibtex(
         citation(), figure, page, summary["provenance"].get("commit"),
-        input_state(summary["provenance"])), "bibtex")
+        input_state(summary["provenance"], names=False)), "bibtex")
     return box
 
 

@@ -227,7 +227,8 @@ def record(since: float, now: float | None = None, root: Path | None = None) -> 
             summary = json.loads(path.read_text())
             provenance = summary["provenance"]
             figures[figure_id] = {"wall_time_s": provenance["wall_time_s"],
-                                  "commit": provenance["commit"]}
+                                  "commit": provenance["commit"],
+                                  "uncommitted_changes": provenance.get("uncommitted_changes")}
         except (OSError, ValueError, KeyError) as exc:
             raise SystemExit(f"{path}: not a figure summary ({exc!r})") from exc
     record = {"date": time.strftime("%Y-%m-%d", time.gmtime(now)), "machine": _machine(),

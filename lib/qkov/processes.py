@@ -1,4 +1,5 @@
-"""Independent computations spread over worker processes, one torch thread each.
+"""Independent computations spread over worker processes, each on the pinned number of
+torch threads (``qkov.pinned_threads``: one unless ``QKOV_THREADS`` says otherwise).
 
 The companion's runs (a training ensemble's share, a descent of the stylized model) are
 small: one process cannot spread their many tiny operations over the cores, so independent
@@ -11,9 +12,11 @@ import multiprocessing
 
 import torch
 
+from . import pinned_threads
 
-def _one_thread() -> None:
-    torch.set_num_threads(1)
+
+def _pinned_threads() -> None:
+    torch.set_num_threads(pinned_threads())
 
 
 def map_in_processes(function, argument_tuples: list[tuple], workers: int) -> list:
@@ -28,5 +31,5 @@ def map_in_processes(function, argument_tuples: list[tuple], workers: int) -> li
     if workers == 1 or len(argument_tuples) <= 1:
         return [function(*args) for args in argument_tuples]
     context = multiprocessing.get_context("fork")
-    with context.Pool(min(workers, len(argument_tuples)), initializer=_one_thread) as pool:
+    with context.Pool(min(workers, len(argument_tuples)), initializer=_pinned_threads) as pool:
         return pool.starmap(function, argument_tuples, chunksize=1)

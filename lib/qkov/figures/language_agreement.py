@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from matplotlib.ticker import MaxNLocator
 
+from .. import pinned_threads
 from ..language import agreement
 from ..language.metrics import (ATTENTION_METHODS, accuracy, attention_probability_heatmap,
                                 comprehensiveness, rationale_attention_mass, sufficiency)
@@ -143,10 +144,11 @@ def evaluate(model, data: agreement.AgreementData, fraction: float) -> dict:
 
 
 def train_one(p: Parameters, condition: str, seed: int) -> dict:
-    """Train one model and measure it on every held-out set, on one torch thread as in a
-    worker process (the float rounding of a run then does not depend on where it ran)."""
+    """Train one model and measure it on every held-out set, on the pinned number of torch
+    threads as in a worker process (the float rounding of a run then does not depend on
+    where it ran)."""
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(pinned_threads())
     try:
         return _train_one(p, condition, seed)
     finally:

@@ -204,7 +204,7 @@ class EnsembleBatch:
 
     log_counts: (E, B, V) log of the token counts (-inf for absent tokens); class_onehot:
     (E, B, 4); targets: (E, B, 1) index of the correct next token; attention: (E, B, V), only
-    for fixed-attention members (their attention does not depend on the parameters);
+    for fixed-attention members (their attention does not depend on the parameters).
     """
 
     log_counts: torch.Tensor | None
