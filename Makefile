@@ -11,12 +11,13 @@ INSTALLED := $(VENV)/.installed
 CORES ?= 2
 BOOK_FLAGS := -W -n --keep-going
 
-.PHONY: book figures test browser slurm clean help
+.PHONY: book figures test check browser slurm clean help
 
 help:
 	@echo "make book     regenerate every figure (Snakemake) and build the book into _build/html"
 	@echo "make figures  regenerate the figures only"
 	@echo "make test     unit tests, nbval over notebooks/, strict book build and browser checks"
+	@echo "make check    the quick loop: lint (ruff) and the unit tests, under a minute"
 	@echo "make clean    remove _build/ and artifacts/ (keeps .venv)"
 
 # (Re)install when pyproject.toml changes; the venv is created once.
@@ -38,8 +39,14 @@ book: figures
 # A passing run records its wall time in benchmarks/results/test-run.json (shown on the
 # reproducibility page).
 test: $(INSTALLED) browser slurm
-	@start=$$(date +%s.%N) && $(BIN)/pytest && \
+	@start=$$(date +%s.%N) && $(BIN)/ruff check . && $(BIN)/pytest && \
 	$(BIN)/python -m qkov.pipeline record-test --since $$start
+
+# The quick loop while changing the code: lint, then the unit tier (tests/conftest.py says
+# which tests are which; `pytest -m notebook`, `-m book`, ... run the others).
+check: $(INSTALLED)
+	$(BIN)/ruff check .
+	$(BIN)/pytest -m unit -q
 
 # The browser checks render the book in Debian's headless Chromium; nothing downloads a browser.
 browser:

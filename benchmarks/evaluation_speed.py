@@ -21,9 +21,9 @@ from dataclasses import replace
 import numpy as np
 import torch
 
+from qkov.circuits import effective
 from qkov.figures import paper_fig3
 from qkov.synthetic import metrics, models
-from qkov.circuits import effective
 from qkov.synthetic.train import train
 
 

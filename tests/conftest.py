@@ -57,7 +57,33 @@ def run_tool():
 BOOK_TESTS = ("test_book.py", "test_browser.py")
 
 
+# Test tiers (markers, registered in pyproject.toml). ``make check`` runs the fast one:
+#   unit      in-process tests of the library (seconds in all)
+#   notebook  runs notebooks or command-line tools in subprocesses: nbval over notebooks/,
+#             papermill and Snakemake runs, the rounding-perturbation test
+#   book      the strict book build;  browser  the built book in Chromium;
+#   cluster   a single-node SLURM
+# A file's tier, unless it is unit; a unit file's test that starts tools (it takes the
+# run_tool fixture) is a notebook test.
+FILE_TIERS = {"test_book.py": "book", "test_browser.py": "browser", "test_slurm.py": "cluster",
+              "test_perturbation.py": "notebook", "test_sweeps.py": "notebook",
+              "test_fig2_fig3_notebooks.py": "notebook", "test_fig4_notebook.py": "notebook",
+              "test_theory_notebooks.py": "notebook"}
+TIERS = ("unit", "notebook", "book", "browser", "cluster")
+
+
+def tier(item) -> str:
+    path = Path(str(item.fspath))
+    if path.suffix == ".ipynb":
+        return "notebook"
+    default = FILE_TIERS.get(path.name, "unit")
+    return "notebook" if default == "unit" and "run_tool" in getattr(item, "fixturenames", ()) \
+        else default
+
+
 def pytest_collection_modifyitems(session, config, items):
+    for item in items:
+        item.add_marker(tier(item))
     items.sort(key=lambda item: Path(str(item.fspath)).name in BOOK_TESTS)  # stable
 
 

@@ -189,7 +189,7 @@ class Cluster:
                            capture_output=True, timeout=30)
         if self._linked and SLURM_CONF.is_symlink() and SLURM_CONF.resolve() == self.conf:
             SLURM_CONF.unlink()
-        for name, proc in reversed(self.procs):
+        for _name, proc in reversed(self.procs):
             if proc.poll() is None:
                 proc.terminate()
                 try:

@@ -43,8 +43,8 @@ def test_baseline_and_library_models_compute_the_same_function():
     import torch
     from torch import nn
 
-    from qkov.synthetic import models, tasks
     from qkov.circuits import PARAMETERIZATIONS
+    from qkov.synthetic import models, tasks
 
     spec = importlib.util.spec_from_file_location(
         "trainer_speed", REPO / "benchmarks" / "trainer_speed.py")

@@ -6,10 +6,20 @@ import numpy as np
 import pytest
 import torch
 
-from qkov.language.metrics import (accuracy, attention_probability_heatmap, attention_rollout,
-                                   comprehensiveness, exact_match, keep_tokens,
-                                   normalize_answer, rationale_attention_mass, squad_scores,
-                                   sufficiency, token_f1, top_fraction_mask)
+from qkov.language.metrics import (
+    accuracy,
+    attention_probability_heatmap,
+    attention_rollout,
+    comprehensiveness,
+    exact_match,
+    keep_tokens,
+    normalize_answer,
+    rationale_attention_mass,
+    squad_scores,
+    sufficiency,
+    token_f1,
+    top_fraction_mask,
+)
 
 
 def two_layers():

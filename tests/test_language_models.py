@@ -9,10 +9,22 @@ import torch.nn.functional as F
 
 from qkov import seeding
 from qkov.language.batches import TokenBatch
-from qkov.language.models import (Decoder, DecoderConfig, circuit_of, make_optimizer,
-                                  make_schedule, parameter_groups, readout_positions)
-from qkov.language.train import (TrainingSetup, answer_loss, resolve_device, train_classifier,
-                                 train_language_model)
+from qkov.language.models import (
+    Decoder,
+    DecoderConfig,
+    circuit_of,
+    make_optimizer,
+    make_schedule,
+    parameter_groups,
+    readout_positions,
+)
+from qkov.language.train import (
+    TrainingSetup,
+    answer_loss,
+    resolve_device,
+    train_classifier,
+    train_language_model,
+)
 
 V, T = 11, 6
 

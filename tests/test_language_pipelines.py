@@ -8,13 +8,19 @@ import json
 import nbformat
 import numpy as np
 import pytest
+from test_language_data import (
+    agreement_rows,
+    hatexplain_posts,
+    write_agreement,
+    write_glove,
+    write_hatexplain,
+    write_squad,
+)
 
 from conftest import REPO
 from qkov import plotting
 from qkov.figures import language_hatexplain, language_squad, language_sva
 from qkov.language.data import DataError
-from test_language_data import (agreement_rows, hatexplain_posts, write_agreement, write_glove,
-                                write_hatexplain, write_squad)
 
 TINY = {"seeds": [1234, 1235], "epochs": 2, "d_model": 8, "n_heads": 2, "d_head": 4,
         "device": "cpu"}

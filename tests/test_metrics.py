@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from qkov.synthetic import metrics, models, tasks
 from qkov.circuits import effective
+from qkov.synthetic import metrics, models, tasks
 from qkov.synthetic import train as T
 
 

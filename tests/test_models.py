@@ -3,9 +3,9 @@
 import pytest
 import torch
 
+from qkov.circuits import PARAMETERIZATIONS
 from qkov.synthetic import models as M
 from qkov.synthetic import tasks
-from qkov.circuits import PARAMETERIZATIONS
 
 SPECS = [M.ModelSpec(p, ov_bias=bias, fixed_alpha=alpha)
          for p in PARAMETERIZATIONS for bias in (False, True) for alpha in (None, 0.6)]

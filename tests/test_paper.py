@@ -125,7 +125,9 @@ def test_a_drift_or_separability_at_the_level_of_rounding_is_shown_as_such():
 
     from nbval_tolerance import texts_close
 
-    def summary(key, drifts, separabilities=(np.array([0.1, 0.2]),) * 2):
+    def summary(key, drifts, separabilities=None):
+        if separabilities is None:
+            separabilities = [np.array([0.1, 0.2])] * 2
         return SimpleNamespace(panel=SimpleNamespace(key=key), drifts=drifts,
                                separabilities=list(separabilities))
 

@@ -25,9 +25,9 @@ import sys
 import nbformat
 import pytest
 
+import qkov
 from conftest import REPO
 from nbval_tolerance import TOLERANCE_TAG, texts_close
-import qkov
 
 SCALAR = "default"  # torch's kernels without vector instructions
 IGNORED = "nbval-ignore-output"

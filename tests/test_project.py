@@ -96,3 +96,15 @@ def test_a_sideways_import_between_figure_modules_is_caught(tmp_path):
     planted.write_text(planted.read_text() + "\nfrom . import paper_fig2  # noqa\n")
     assert "figures.paper_fig2" in library_imports("figures.paper_fig4", tmp_path)
     assert _layer("figures.paper_fig2") >= _layer("figures.paper_fig4")
+
+
+def test_test_tiers_are_the_registered_markers():
+    """Every tier conftest assigns is a marker pyproject.toml registers (an unregistered
+    one would select nothing under `pytest -m`), and every file it names exists."""
+    import conftest
+
+    registered = [m.split(":")[0] for m in tomllib.loads((REPO / "pyproject.toml").read_text())
+                  ["tool"]["pytest"]["ini_options"]["markers"]]
+    assert registered == list(conftest.TIERS)
+    assert set(conftest.FILE_TIERS.values()) <= set(conftest.TIERS)
+    assert all((REPO / "tests" / name).is_file() for name in conftest.FILE_TIERS)

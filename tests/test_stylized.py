@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from qkov.theory import stylized as S
-from qkov.theory import reduced as T
 from qkov.circuits import effective
 from qkov.params import ParameterError
+from qkov.theory import reduced as T
+from qkov.theory import stylized as S
 
 PAPER = S.StylizedModel(T.Setting(m=5, n=50, b=50, M=20))
 SMALL = S.StylizedModel(T.Setting(m=2, n=7, b=3.5, M=4))

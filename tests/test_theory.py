@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from qkov.theory import reduced as T
 from qkov.params import ParameterError
+from qkov.theory import reduced as T
 
 SETTING = T.Setting(m=5, n=50, b=50, M=20)
 RATIOS = [0.01, 0.1, 1.0, 10.0, 100.0]

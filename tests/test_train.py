@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from qkov.synthetic import models as M
 from qkov import seeding
 from qkov.circuits import effective
+from qkov.synthetic import models as M
 from qkov.synthetic import train as T
 
 PINNED_DATA_SEED = 6241869594051576358  # derived_seed(1234, "data") since qkov 0.1.0

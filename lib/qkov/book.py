@@ -1,6 +1,6 @@
 """A Sphinx extension for the book: MathJax served from the book, and measured records.
 
-MathJax: 
+MathJax:
 Jupyter Book loads MathJax from a CDN by default, so an offline reader sees raw TeX. The
 ``django-static-mathjax`` wheel carries MathJax 3 (pinned in pyproject.toml); this extension
 copies its self-contained ``tex-svg-full.js`` (all TeX extensions and the SVG font in one
@@ -165,7 +165,8 @@ class RecordDirective(SphinxDirective):
             header, rows, note = RECORD_KINDS[kind](json.loads(path.read_text()))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise self.error(f"qkov-record: {path} is missing or not a {kind} record "
-                             f"({exc!r}); regenerate it (see the reproducibility page)")
+                             f"({exc!r}); regenerate it (see the reproducibility page)"
+                             ) from exc
         return [_table(header, rows), nodes.paragraph(text=note)]
 
 

@@ -7,8 +7,8 @@ the number of the verb at the first pad position. Each seed trains one model per
 parameter at the base learning rate) and *faster QK* (W_Q, W_K and the embeddings at
 ``qk_multiplier`` times it, as the paper's faster-QK runs), and two controls that tell what
 the faster rate does where: *faster QK only* (W_Q, W_K alone at the multiplier) and *all
-faster* (every parameter at the multiplier). All are measured on held-out sets with a fixed number of modifiers and
-0, 1, ... attractors: accuracy, attention on the subject from the readout position
+faster* (every parameter at the multiplier). All are measured on held-out sets with a fixed
+number of modifiers and 0, 1, ... attractors: accuracy, attention on the subject from the readout position
 (rollout, layer mean, layer max), ERASER comprehensiveness and sufficiency at the top
 ``eraser_fraction`` of tokens by attention, and the attention-vs-probability heatmap.
 
@@ -27,12 +27,25 @@ from matplotlib.ticker import MaxNLocator
 
 from .. import pinned_threads
 from ..language import agreement
-from ..language.metrics import (ATTENTION_METHODS, accuracy, attention_probability_heatmap,
-                                comprehensiveness, rationale_attention_mass, sufficiency)
+from ..language.metrics import (
+    ATTENTION_METHODS,
+    accuracy,
+    attention_probability_heatmap,
+    comprehensiveness,
+    rationale_attention_mass,
+    sufficiency,
+)
 from ..language.models import Decoder, DecoderConfig
 from ..language.train import TrainingSetup, train_classifier
-from ..params import (FigureParameters, ParameterError, integer, number, optional_path,
-                      parameter, seed_list)
+from ..params import (
+    FigureParameters,
+    ParameterError,
+    integer,
+    number,
+    optional_path,
+    parameter,
+    seed_list,
+)
 from ..plotting import house_style, new_figure
 from ..processes import map_in_processes
 from ..seeding import derived_seed, init_generator

@@ -19,8 +19,15 @@ from ..language import pipelines as L
 from ..language.data import HATEXPLAIN_LABELS, HateXplainData, load_hatexplain
 from ..language.models import DecoderConfig
 from ..language.tokenizers import BERT_VOCAB_SIZE, Tokenizer, train_wordpiece
-from ..params import (FigureParameters, ParameterError, integer, number, optional_path,
-                      parameter, seed_list)
+from ..params import (
+    FigureParameters,
+    ParameterError,
+    integer,
+    number,
+    optional_path,
+    parameter,
+    seed_list,
+)
 
 # The floating-point type the figure computes in (its summary.json records it).
 DTYPE = "float32"
@@ -142,8 +149,9 @@ SHOWN = ["accuracy", "attention_rollout", "attention_layer_mean", "attention_lay
 
 
 def plot(rows, heatmaps, top_fraction: float = 0.05):
-    return L.plot_classifier(rows, heatmaps, top_fraction=top_fraction, title="HateXplain (paper section 5): faster QK vs "
-                                             "matched learning rates, test split")
+    return L.plot_classifier(rows, heatmaps, top_fraction=top_fraction,
+                             title="HateXplain (paper section 5): faster QK vs "
+                                   "matched learning rates, test split")
 
 
 def tables(heatmaps, runs) -> dict:

@@ -25,8 +25,12 @@ import torch
 from .. import seeding
 from ..language import pipelines as L
 from ..language.data import SquadData, load_glove, load_squad
-from ..language.metrics import (ATTENTION_METHODS, attention_probability_heatmap,
-                                rationale_attention_mass, squad_scores)
+from ..language.metrics import (
+    ATTENTION_METHODS,
+    attention_probability_heatmap,
+    rationale_attention_mass,
+    squad_scores,
+)
 from ..language.models import Decoder, DecoderConfig
 from ..language.tokenizers import GPT2_VOCAB_SIZE, Tokenizer, train_byte_bpe
 from ..language.train import resolve_device, train_language_model

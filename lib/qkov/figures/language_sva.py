@@ -24,8 +24,15 @@ from ..language import pipelines as L
 from ..language.data import AGREEMENT_LABELS, AgreementData, load_agreement
 from ..language.models import DecoderConfig
 from ..language.tokenizers import Tokenizer, train_word_level
-from ..params import (FigureParameters, ParameterError, integer, number, optional_path,
-                      parameter, seed_list)
+from ..params import (
+    FigureParameters,
+    ParameterError,
+    integer,
+    number,
+    optional_path,
+    parameter,
+    seed_list,
+)
 
 # The floating-point type the figure computes in (its summary.json records it).
 DTYPE = "float32"
@@ -156,8 +163,9 @@ SHOWN = ["accuracy", "attention_rollout", "attention_layer_mean", "attention_lay
 
 
 def plot(rows, heatmaps, top_fraction: float = 0.05):
-    return L.plot_classifier(rows, heatmaps, top_fraction=top_fraction, title="Subject-verb agreement, Linzen et al. data (paper "
-                                             "section 5): faster QK vs matched learning rates")
+    return L.plot_classifier(rows, heatmaps, top_fraction=top_fraction,
+                             title="Subject-verb agreement, Linzen et al. data (paper "
+                                   "section 5): faster QK vs matched learning rates")
 
 
 def tables(heatmaps, runs, prepared: Prepared) -> dict:

@@ -16,13 +16,13 @@ import numpy as np
 import torch
 
 from .. import artifacts
-from ..params import FigureParameters, integer, number, optional_path, boolean, parameter, seed_list
+from ..params import FigureParameters, boolean, integer, number, optional_path, parameter, seed_list
+from ..plotting import HOUSE_STYLE, house_style, new_figure
 from ..seeding import init_generator
 from ..synthetic import metrics, models
 from ..synthetic.models import ModelSpec
 from ..synthetic.train import RunConfig
 from ..synthetic.train import train as train_runs
-from ..plotting import HOUSE_STYLE, house_style, new_figure
 
 # The floating-point type the figure computes in (its summary.json records it).
 DTYPE = "float32"
@@ -175,9 +175,9 @@ def conservation_drift(result) -> dict[str, float]:
         if a_name not in result.params:
             continue
 
-        def gram(p):
-            a = p[a_name].double().T if transpose else p[a_name].double()
-            b = p[b_name].double()
+        def gram(p):  # called at once, in this iteration (hence noqa: B023)
+            a = p[a_name].double().T if transpose else p[a_name].double()  # noqa: B023
+            b = p[b_name].double()  # noqa: B023
             return a.T @ a, b @ b.T
 
         (aa0, bb0), (aa, bb) = gram(start), gram(result.params)

@@ -14,13 +14,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..params import (FigureParameters, boolean, integer, number, number_list, optional_path,
-                      parameter, seed_list)
+from ..params import (
+    FigureParameters,
+    boolean,
+    integer,
+    number,
+    number_list,
+    optional_path,
+    parameter,
+    seed_list,
+)
+from ..plotting import house_style, new_figure, ratio_colors
 from ..synthetic import metrics
 from ..synthetic.models import ModelSpec
 from ..synthetic.train import RunConfig
 from ..synthetic.train import train as train_runs
-from ..plotting import house_style, new_figure, ratio_colors
 
 # The floating-point type the figure computes in (its summary.json records it).
 DTYPE = "float32"

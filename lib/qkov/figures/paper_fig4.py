@@ -12,9 +12,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import params as P
-from ..params import FigureParameters, derived, integer, number, number_list, optional_path, parameter
-from ..theory.reduced import Setting, check_loss_threshold, integrate_until, loss_thresholds
+from ..params import (
+    FigureParameters,
+    derived,
+    integer,
+    number,
+    number_list,
+    optional_path,
+    parameter,
+)
 from ..plotting import house_style, new_figure, ratio_colors, ratio_label
+from ..theory.reduced import Setting, check_loss_threshold, integrate_until, loss_thresholds
 
 # The floating-point type the figure computes in (its summary.json records it).
 DTYPE = "float64"

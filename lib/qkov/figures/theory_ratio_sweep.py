@@ -16,12 +16,20 @@ import numpy as np
 import torch
 
 from .. import params as P
-from ..params import (boolean, derived, integer, number, number_list,
-                      optional_path, parameter, seed_list)
+from ..params import (
+    boolean,
+    derived,
+    integer,
+    number,
+    number_list,
+    optional_path,
+    parameter,
+    seed_list,
+)
+from ..plotting import house_style, new_figure
 from ..synthetic import metrics, models, tasks, train
 from ..theory import reduced as theory
 from ..theory.stylized import Descent, StylizedModel, descents
-from ..plotting import house_style, new_figure
 
 # The floating-point type the figure computes in (its summary.json records it).
 DTYPE = "float32"

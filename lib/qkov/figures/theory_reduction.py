@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..params import derived, integer, number, number_list, optional_path, parameter
+from ..plotting import QUANTITIES, curve_points, house_style, new_figure, ratio_colors, ratio_label
 from ..theory import reduced as theory
 from ..theory.stylized import Descent, StylizedModel, descents
-from ..plotting import QUANTITIES, curve_points, house_style, new_figure, ratio_colors, ratio_label
 
 # The floating-point type the figure computes in (its summary.json records it).
 DTYPE = "float64"
@@ -145,7 +145,7 @@ def plot(curves):
             for source, style in styles.items():
                 for ax, (key, _) in zip(axes, QUANTITIES):
                     ax.plot(*curve_points(curves, key, r=r, source=source), color=color, **style)
-        for ax, (key, label), letter in zip(axes, QUANTITIES, "abcd"):
+        for ax, (_, label), letter in zip(axes, QUANTITIES, "abcd"):
             ax.set_xscale("log")
             ax.set_xlabel(r"time $\min(\eta_{OV}, \eta_{QK})\, t$")  # short: four panels a row
             ax.set_title(f"({letter}) {label}")

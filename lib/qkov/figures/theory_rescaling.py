@@ -21,9 +21,9 @@ from .. import artifacts
 from .. import params as P
 from ..circuits import PARAMETERIZATIONS
 from ..params import derived, number, optional_path, parameter
+from ..plotting import PARAMETERIZATION_COLORS, curve_points, house_style, new_figure
 from ..synthetic import metrics
 from ..theory import reduced as theory
-from ..plotting import PARAMETERIZATION_COLORS, curve_points, house_style, new_figure
 
 # The floating-point type the figure computes in (its summary.json records it).
 DTYPE = "float64"

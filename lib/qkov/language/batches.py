@@ -28,7 +28,8 @@ class TokenBatch:
         tokens, mask = self.tokens, self.attention_mask
         if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.dtype != torch.long:
             raise ValueError(f"tokens: expected a [N, T] long tensor, got "
-                             f"{getattr(tokens, 'dtype', type(tokens))} {tuple(getattr(tokens, 'shape', ()))}")
+                             f"{getattr(tokens, 'dtype', type(tokens))} "
+                             f"{tuple(getattr(tokens, 'shape', ()))}")
         for name in ("attention_mask", "loss_mask", "rationale"):
             value = getattr(self, name)
             if value is None:
@@ -61,17 +62,17 @@ class TokenBatch:
                 if isinstance(getattr(self, f.name), torch.Tensor)
                 and getattr(self, f.name).dim() >= 1 and getattr(self, f.name).shape[0] == len(self)]
 
-    def select(self, index) -> "TokenBatch":
+    def select(self, index) -> TokenBatch:
         """The rows ``index`` (a slice, index tensor or bool mask), every per-row field alike
         (subclasses' fields included)."""
         return replace(self, **{name: getattr(self, name)[index] for name in self._per_row()})
 
-    def to(self, device) -> "TokenBatch":
+    def to(self, device) -> TokenBatch:
         return replace(self, **{f.name: getattr(self, f.name).to(device) for f in fields(self)
                                 if isinstance(getattr(self, f.name), torch.Tensor)})
 
     def batches(self, batch_size: int, generator: torch.Generator | None = None
-                ) -> Iterator["TokenBatch"]:
+                ) -> Iterator[TokenBatch]:
         """Consecutive batches of ``batch_size`` rows (the last may be smaller), in the order
         of a permutation drawn from ``generator`` (in order when it is None)."""
         if batch_size < 1:

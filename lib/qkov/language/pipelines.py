@@ -21,8 +21,14 @@ from .. import seeding
 from ..params import ParameterError, integer
 from ..plotting import house_style, new_figure
 from .batches import TokenBatch
-from .metrics import (ATTENTION_METHODS, attention_probability_heatmap, attention_rollout,
-                      comprehensiveness, rationale_attention_mass, sufficiency)
+from .metrics import (
+    ATTENTION_METHODS,
+    attention_probability_heatmap,
+    attention_rollout,
+    comprehensiveness,
+    rationale_attention_mass,
+    sufficiency,
+)
 from .models import Decoder, DecoderConfig
 from .train import TrainingSetup, resolve_device, train_classifier
 

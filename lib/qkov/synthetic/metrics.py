@@ -11,9 +11,9 @@ import numpy as np
 import scipy.stats
 import torch
 
-from . import models, tasks
 from ..circuits import effective
 from ..seeding import derived_seed
+from . import models, tasks
 
 HEATMAP_BINS = np.linspace(0.0, 1.0, 6)  # bins of 0.2 on both axes
 

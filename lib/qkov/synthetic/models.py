@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import torch
 
-from . import tasks
 from ..circuits import check_parameterization, effective
 from ..circuits import circuit_kinds as circuits
+from . import tasks
 
 FIXED_ATTENTION = "fixed"  # the QK "circuit" of a fixed-attention model
 V = tasks.VOCAB
@@ -123,7 +123,7 @@ class FixedAttentionParts:
     step: torch.Tensor
 
     @classmethod
-    def of(cls, counts: torch.Tensor, classes: torch.Tensor) -> "FixedAttentionParts":
+    def of(cls, counts: torch.Tensor, classes: torch.Tensor) -> FixedAttentionParts:
         """counts (..., B, V), classes (..., B)."""
         distinct = tasks.distinct_mask()[classes].to(counts.dtype)
         on = counts * distinct
@@ -214,7 +214,7 @@ class EnsembleBatch:
 
     @classmethod
     def from_counts(cls, counts: torch.Tensor, classes: torch.Tensor,
-                    fixed_alpha: torch.Tensor | None = None) -> "EnsembleBatch":
+                    fixed_alpha: torch.Tensor | None = None) -> EnsembleBatch:
         """From counts (..., B, V) and classes (..., B); ``fixed_alpha`` broadcastable to
         (..., B, 1) for fixed-attention members."""
         targets = tasks.target_token(classes).unsqueeze(-1)
@@ -223,7 +223,7 @@ class EnsembleBatch:
         onehot = torch.nn.functional.one_hot(classes, tasks.N_CLASSES).to(counts.dtype)
         return cls(log_counts(counts), onehot, targets)
 
-    def select(self, index) -> "EnsembleBatch":
+    def select(self, index) -> EnsembleBatch:
         """The same data for the members at ``index`` of the leading axes."""
         return EnsembleBatch(*(None if x is None else x[index] for x in
                                (self.log_counts, self.class_onehot, self.targets,

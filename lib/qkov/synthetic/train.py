@@ -27,11 +27,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from . import tasks
-from . import models
-from .models import Ensemble, ModelSpec
 from ..processes import map_in_processes
 from ..seeding import derived_seed, init_generator
+from . import models, tasks
+from .models import Ensemble, ModelSpec
 
 
 class TrainingDiverged(RuntimeError):

@@ -37,9 +37,9 @@ import torch
 
 from .. import params as P
 from .. import seeding
-from . import reduced as theory
 from ..circuits import circuit_kinds, circuit_of, effective
 from ..processes import map_in_processes
+from . import reduced as theory
 
 DTYPE = torch.float64
 FACTORS = ("W_Q", "W_K", "W_O", "W_V")
