@@ -47,12 +47,12 @@ def pinned_threads() -> int:
 
 
 def _pin_numerics() -> None:
-    threads = str(pinned_threads())
+    threads = pinned_threads()
     os.environ.setdefault("MKL_CBWR", MKL_CBWR)
     if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(int(threads))
+        sys.modules["torch"].set_num_threads(threads)
     else:
-        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = threads
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
 
 
 _pin_numerics()

@@ -103,20 +103,20 @@ def _code_cells(notebook_json: str) -> list[str]:
             for c in cells if c.get("cell_type") == "code"]
 
 
-def input_changes(figure_id: str, parameters: Any = None) -> dict[str, Any]:
+def input_changes(figure_id: str, parameters: Any, root: Path | None) -> dict[str, Any]:
     """How a figure's inputs differ from the commit: the library (``lib/``,
     ``pyproject.toml``), the code cells of ``notebooks/<figure_id>.ipynb`` (not its
     outputs: a build that re-runs the notebook rewrites those, and that is no change to the
     code; a notebook the commit lacks is a change) and the parameters (a
     :class:`~qkov.params.FigureParameters`: which differ from the notebook's defaults,
-    OUTPUT_ONLY aside). ``None`` for what cannot be told (outside a git checkout)."""
+    OUTPUT_ONLY aside). ``root``: the git checkout that runs (with a commit), or None; then
+    the code's changes cannot be told and are ``None``."""
     custom = None
     if hasattr(parameters, "given") and hasattr(parameters, "defaults"):
         defaults = parameters.defaults()
         custom = sorted(k for k, v in parameters.given.items()
                         if k not in OUTPUT_ONLY and _plain(v) != _plain(defaults.get(k)))
-    root = running_checkout()
-    if root is None or git_commit(root) is None:
+    if root is None:
         return {"library_changed": None, "notebook_changed": None, "custom_parameters": custom}
     library = _git("status", "--porcelain", "--untracked-files=all", "--", *LIBRARY_INPUTS)
     notebook = root / "notebooks" / f"{figure_id}.ipynb"
@@ -169,11 +169,13 @@ def provenance(wall_time_s: float, figure_id: str | None = None, parameters: Any
 
     from . import __version__
 
-    changes = input_changes(figure_id, parameters) if figure_id else {}
-    code = [changes.get("library_changed"), changes.get("notebook_changed")]
     checkout = running_checkout()
+    commit = git_commit(checkout) if checkout else None
+    changes = (input_changes(figure_id, parameters, checkout if commit else None)
+               if figure_id else {})
+    code = [changes.get("library_changed"), changes.get("notebook_changed")]
     return {
-        "commit": git_commit(checkout) if checkout else None,
+        "commit": commit,
         "uncommitted_changes": any(code) if any(c is not None for c in code) else None,
         **changes,
         "qkov_version": __version__,
