@@ -77,9 +77,8 @@ def test_hatexplain_pipeline_trains_measures_and_publishes(tmp_path):
     for grid in heatmaps.values():  # the four test posts with a rationale
         assert grid.shape == (5, 5) and grid.sum() == pytest.approx(100)
     fig = language_hatexplain.plot(rows, heatmaps, p.top_fraction)
-    plotting.publish(language_hatexplain.FIGURE_ID, p, rows, 0.0, {"figure": fig},
-                     tables=language_hatexplain.tables(heatmaps, runs),
-                     artifacts_dir=p.artifacts_dir, dtype=language_hatexplain.DTYPE)
+    plotting.publish(language_hatexplain.SPEC, p, rows, 0.0, {"figure": fig},
+                     language_hatexplain.tables(heatmaps, runs))
     summary = published("language-hatexplain", tmp_path / "out", ["heatmaps.csv"])
     assert len(summary["rows"]) == 2
 
@@ -99,9 +98,8 @@ def test_sva_pipeline_splits_by_attractors(tmp_path):
     assert sum(r["n"] for r in by_attractors) == 20 * 4  # every test sentence, per run
     assert {r["attractors"] for r in by_attractors} <= {0, 1}
     fig = language_sva.plot(rows, heatmaps)
-    plotting.publish(language_sva.FIGURE_ID, p, rows, 0.0, {"figure": fig},
-                     tables=language_sva.tables(heatmaps, runs, prepared),
-                     artifacts_dir=p.artifacts_dir, dtype=language_sva.DTYPE)
+    plotting.publish(language_sva.SPEC, p, rows, 0.0, {"figure": fig},
+                     language_sva.tables(heatmaps, runs, prepared))
     published("language-sva", tmp_path / "out", ["heatmaps.csv", "attractors.csv"])
 
 
@@ -132,9 +130,8 @@ def test_squad_pipeline_generates_answers_and_scores_them(tmp_path):
         assert all(0 <= row[f"attention_{m}"] <= 1 for m in ("rollout", "layer_mean", "layer_max"))
     assert len(predictions) == 2 * 5
     fig = language_squad.plot(rows, heatmaps)
-    plotting.publish(language_squad.FIGURE_ID, p, rows, 0.0, {"figure": fig},
-                     tables=language_squad.tables(heatmaps, predictions),
-                     artifacts_dir=p.artifacts_dir, dtype=language_squad.DTYPE)
+    plotting.publish(language_squad.SPEC, p, rows, 0.0, {"figure": fig},
+                     language_squad.tables(heatmaps, predictions))
     published("language-squad", tmp_path / "out", ["heatmaps.csv", "predictions.csv"])
 
 
@@ -187,8 +184,8 @@ def test_greedy_generation_stops_at_eos_and_at_the_budget():
 def test_without_data_the_pipelines_say_where_to_get_it(module, given, capsys):
     assert module.data_missing(module.Parameters(**given))
     printed = capsys.readouterr().out
-    assert printed.startswith(f"No data, so nothing is trained or drawn: {module.FIGURE_ID}")
-    assert f"papermill notebooks/{module.FIGURE_ID}.ipynb" in printed
+    assert printed.startswith(f"No data, so nothing is trained or drawn: {module.SPEC.id}")
+    assert f"papermill notebooks/{module.SPEC.id}.ipynb" in printed
     if given:
         assert f"'{next(iter(given.values()))}" in printed and "does not exist" in printed
     else:

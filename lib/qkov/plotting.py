@@ -16,6 +16,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .artifacts import figure_dir, write_atomic, write_summary, write_table
+from .spec import DRAWING_FORMATS, FigureSpec
 
 HOUSE_STYLE = {
     "figure.dpi": 110,
@@ -46,7 +47,7 @@ HOUSE_STYLE = {
 # DISPLAY_WIDTH_IN wide (9-point tick labels then show at about 10 px, not 5).
 DISPLAY_WIDTH_IN = 8.5
 
-FORMATS = ("png", "pdf", "svg")
+FORMATS = DRAWING_FORMATS
 # No creation dates in the files, so a re-run with equal results writes equal bytes.
 _METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "ModDate": None},
              "svg": {"Date": None}}
@@ -113,24 +114,33 @@ def save_figure(fig, folder: Path, stem: str = "figure") -> list[Path]:
     return paths
 
 
-def publish(figure_id: str, parameters: Any, rows: Sequence[Mapping[str, Any]],
-            started: float, drawings: Mapping[str, Figure], tables: Mapping[str, Any] | None = None,
-            artifacts_dir: str | None = None, *, dtype: str) -> None:
-    """The save cell of every figure notebook, into ``artifacts/<figure_id>/`` (or
-    ``artifacts_dir``): each drawing as ``<stem>.png``, ``.pdf`` and ``.svg``, each table
-    as CSV (``tables[name]`` its rows, or (rows, columns) where it may have none), then the
-    rows as ``data.csv`` and ``summary.json`` with the parameters (the figure's
+def publish(spec: FigureSpec, parameters: Any, rows: Sequence[Mapping[str, Any]],
+            started: float, drawings: Mapping[str, Figure],
+            tables: Mapping[str, Any] | None = None) -> None:
+    """The save cell of every figure notebook, into ``artifacts/<id>/`` (or the run's
+    ``artifacts_dir`` parameter): each drawing as ``<stem>.png``, ``.pdf`` and ``.svg``, each
+    table as CSV (``tables[name]`` its rows, or (rows, columns) where it may have none), then
+    the rows as ``data.csv`` and ``summary.json`` with the parameters (the figure's
     ``Parameters``: the summary notes which differ from the defaults) and the provenance
-    (the wall time counted from ``started``, a ``time.perf_counter()``; ``dtype``, the
-    floating-point type the figure computed in). Prints what it wrote."""
-    folder = figure_dir(figure_id, artifacts_dir)
+    (the wall time counted from ``started``, a ``time.perf_counter()``; the floating-point
+    type, from the spec). The drawings and tables must be those the figure's ``spec``
+    declares (the pipeline expects exactly those files); anything else fails before a file
+    is written. Prints what it wrote."""
+    expected = {"drawings": sorted(d.stem for d in spec.drawings), "tables": sorted(spec.tables)}
+    given = {"drawings": sorted(drawings), "tables": sorted(tables or {})}
+    for kind in expected:
+        if given[kind] != expected[kind]:
+            raise ValueError(f"publish({spec.id!r}): {kind}: its SPEC declares "
+                             f"{expected[kind]}, the notebook gave {given[kind]}")
+    folder = figure_dir(spec.id, parameters.artifacts_dir)
     written = [path for stem, fig in drawings.items() for path in save_figure(fig, folder, stem)]
     for name, table in (tables or {}).items():
         table_rows, columns = table if isinstance(table, tuple) else (table, None)
         write_table(folder / name, table_rows, columns)
         written.append(folder / name)
-    summary = write_summary(folder, figure_id, parameters, rows,
-                            wall_time_s=time.perf_counter() - started, dtype=dtype)
+    summary = write_summary(folder, spec.id, parameters, rows,
+                            wall_time_s=time.perf_counter() - started,
+                            dtype=spec.dtype_of(parameters))
     written += [folder / "data.csv", summary]
     print("wrote", ", ".join(path.name for path in written))
 

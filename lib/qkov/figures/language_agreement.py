@@ -49,7 +49,14 @@ from ..params import (
 from ..plotting import house_style, new_figure
 from ..processes import map_in_processes
 from ..seeding import derived_seed, init_generator
+from ..spec import FigureSpec
 from ..synthetic.metrics import interval_text, seed_interval
+
+# The companion's own synthetic stand-in for the paper's section 5; it computes in its
+# `dtype` parameter (float64 by default: see the book's "Precision" section).
+SPEC = FigureSpec(id="language-agreement", reproduces=None, page="book/language",
+                  tables=("heatmaps.csv", "curves.csv"), threads=2, dtype=None,
+                  resources={"mem_mb": 4000, "runtime": 30})
 
 # condition: (multiplier of W_Q and W_K, of the embeddings, of every other parameter)
 CONDITIONS = {"matched": ("1", "1", "1"), "faster QK": ("m", "m", "1"),
@@ -64,6 +71,8 @@ def condition_list(name: str, value) -> list[str]:
         raise ParameterError(name, f"expected a list of distinct conditions from "
                              f"{list(CONDITIONS)}, \"matched\" first; got {value!r}")
     return list(value)
+
+
 HEATMAP_BINS = 5
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 

@@ -28,14 +28,14 @@ from ..params import (
     parameter,
     seed_list,
 )
+from ..spec import FigureSpec
 
-# The floating-point type the figure computes in (its summary.json records it).
-DTYPE = "float32"
+# Its data cannot be downloaded on the project's machines: the notebook is in the book, stored
+# as run without data (no figure), and `make figures` leaves it out.
+SPEC = FigureSpec(id="language-hatexplain", reproduces="paper section 5 (HateXplain)",
+                  page="book/language-data", tables=("heatmaps.csv",), threads=2,
+                  needs_dataset=True, resources={"mem_mb": 16000, "runtime": 240})
 
-FIGURE_ID = "language-hatexplain"
-# Its data cannot be downloaded on the project's machines: the notebook is in the book but
-# not in the pipeline's FIGURE_JOBS, and is stored as run without data (no figure).
-NEEDS_DOWNLOAD = True
 DATASET, DIVISIONS = "dataset.json", "post_id_divisions.json"
 
 
@@ -81,7 +81,7 @@ def data_missing(p: Parameters) -> bool:
     paths = p.paths
     inputs = {"hatexplain_dir": (p.hatexplain_dir, "hatexplain")} if paths is None else {
         f"hatexplain_dir/{path.name}": (str(path), "hatexplain") for path in paths}
-    return L.missing_data(FIGURE_ID, inputs, "-p hatexplain_dir PATH/TO/HateXplain/Data")
+    return L.missing_data(SPEC.id, inputs, "-p hatexplain_dir PATH/TO/HateXplain/Data")
 
 
 @dataclass

@@ -36,14 +36,14 @@ from ..language.tokenizers import GPT2_VOCAB_SIZE, Tokenizer, train_byte_bpe
 from ..language.train import resolve_device, train_language_model
 from ..params import FigureParameters, integer, number, optional_path, parameter, seed_list
 from ..plotting import house_style, new_figure
+from ..spec import FigureSpec
 
-# The floating-point type the figure computes in (its summary.json records it).
-DTYPE = "float32"
+# Its data cannot be downloaded on the project's machines: the notebook is in the book, stored
+# as run without data (no figure), and `make figures` leaves it out.
+SPEC = FigureSpec(id="language-squad", reproduces="paper section 5 (SQuAD)",
+                  page="book/language-data", tables=("heatmaps.csv", "predictions.csv"),
+                  threads=2, needs_dataset=True, resources={"mem_mb": 16000, "runtime": 240})
 
-FIGURE_ID = "language-squad"
-# Its data cannot be downloaded on the project's machines: the notebook is in the book but
-# not in the pipeline's FIGURE_JOBS, and is stored as run without data (no figure).
-NEEDS_DOWNLOAD = True
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class Parameters(FigureParameters):
 def data_missing(p: Parameters) -> bool:
     """True (and what to do printed) if a SQuAD file or the GloVe vectors are not there."""
     return L.missing_data(
-        FIGURE_ID, {"squad_train": (p.squad_train, "squad"), "squad_dev": (p.squad_dev, "squad"),
+        SPEC.id, {"squad_train": (p.squad_train, "squad"), "squad_dev": (p.squad_dev, "squad"),
                     "glove_path": (p.glove_path, "glove")},
         "-p squad_train PATH/train-v2.0.json -p squad_dev PATH/dev-v2.0.json "
         "-p glove_path PATH/glove.840B.300d.txt")

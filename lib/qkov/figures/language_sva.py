@@ -33,14 +33,14 @@ from ..params import (
     parameter,
     seed_list,
 )
+from ..spec import FigureSpec
 
-# The floating-point type the figure computes in (its summary.json records it).
-DTYPE = "float32"
+# Its data cannot be downloaded on the project's machines: the notebook is in the book, stored
+# as run without data (no figure), and `make figures` leaves it out.
+SPEC = FigureSpec(id="language-sva", reproduces="paper section 5 (subject-verb agreement)",
+                  page="book/language-data", tables=("heatmaps.csv", "attractors.csv"),
+                  threads=2, needs_dataset=True, resources={"mem_mb": 16000, "runtime": 240})
 
-FIGURE_ID = "language-sva"
-# Its data cannot be downloaded on the project's machines: the notebook is in the book but
-# not in the pipeline's FIGURE_JOBS, and is stored as run without data (no figure).
-NEEDS_DOWNLOAD = True
 MAX_ATTRACTORS = 4  # attractor counts shown separately (more are pooled with 4)
 
 
@@ -79,7 +79,7 @@ class Parameters(FigureParameters):
 
 def data_missing(p: Parameters) -> bool:
     """True (and what to do printed) if the agreement TSV is not there."""
-    return L.missing_data(FIGURE_ID, {"agreement_tsv": (p.agreement_tsv, "agreement")},
+    return L.missing_data(SPEC.id, {"agreement_tsv": (p.agreement_tsv, "agreement")},
                           "-p agreement_tsv PATH/TO/agr_50_mostcommon_10K.tsv")
 
 

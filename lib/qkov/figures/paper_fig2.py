@@ -19,13 +19,18 @@ from .. import artifacts
 from ..params import FigureParameters, boolean, integer, number, optional_path, parameter, seed_list
 from ..plotting import HOUSE_STYLE, house_style, new_figure
 from ..seeding import init_generator
+from ..spec import Drawing, FigureSpec
 from ..synthetic import metrics, models
 from ..synthetic.models import ModelSpec
 from ..synthetic.train import RunConfig
 from ..synthetic.train import train as train_runs
 
-# The floating-point type the figure computes in (its summary.json records it).
-DTYPE = "float32"
+SPEC = FigureSpec(
+    id="paper-fig2", reproduces="paper Fig. 2", page="book/paper-fig2",
+    extra_drawings=(Drawing("std", "paper Fig. 2 (its spread over seeds)"),
+                    Drawing("trajectories", None)),  # the companion's comparison of its runs
+    tables=("heatmaps.csv", "trajectories.csv", "matched-loss.csv"),
+    threads=2, resources={"mem_mb": 4000, "runtime": 60})
 
 SEEDS = (1234, 1235, 1236, 1237, 1238)
 EARLY_STOP_LOSS = 1e-3

@@ -22,10 +22,11 @@ from ..params import (
     parameter,
 )
 from ..plotting import house_style, new_figure, ratio_colors, ratio_label
+from ..spec import FigureSpec
 from ..theory.reduced import Setting, check_loss_threshold, integrate_until, loss_thresholds
 
-# The floating-point type the figure computes in (its summary.json records it).
-DTYPE = "float64"
+SPEC = FigureSpec(id="paper-fig4", reproduces="paper Fig. 4", page="book/paper-fig4",
+                  dtype="float64", resources={"mem_mb": 1000, "runtime": 10})
 
 
 @dataclass(frozen=True)

@@ -27,12 +27,13 @@ from ..params import (
     seed_list,
 )
 from ..plotting import house_style, new_figure
+from ..spec import FigureSpec
 from ..synthetic import metrics, models, tasks, train
 from ..theory import reduced as theory
 from ..theory.stylized import Descent, StylizedModel, descents
 
-# The floating-point type the figure computes in (its summary.json records it).
-DTYPE = "float32"
+SPEC = FigureSpec(id="theory-ratio-sweep", reproduces=None, page="book/theory",
+                  tables=("conditions.csv",), threads=2, resources={"mem_mb": 4000, "runtime": 60})
 
 INITS = ("identity", "default")  # CACO from 1e-6 I (the theory's symmetric point) or nn.Linear's
 

@@ -13,11 +13,13 @@ import numpy as np
 
 from ..params import derived, integer, number, number_list, optional_path, parameter
 from ..plotting import QUANTITIES, curve_points, house_style, new_figure, ratio_colors, ratio_label
+from ..spec import FigureSpec
 from ..theory import reduced as theory
 from ..theory.stylized import Descent, StylizedModel, descents
 
-# The floating-point type the figure computes in (its summary.json records it).
-DTYPE = "float64"
+SPEC = FigureSpec(id="theory-reduction", reproduces=None, page="book/theory",
+                  tables=("curves.csv",), threads=2, dtype="float64",
+                  resources={"mem_mb": 2000, "runtime": 15})
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,15 @@ from .. import params as P
 from ..circuits import PARAMETERIZATIONS
 from ..params import derived, number, optional_path, parameter
 from ..plotting import PARAMETERIZATION_COLORS, curve_points, house_style, new_figure
+from ..spec import FigureSpec
 from ..synthetic import metrics
 from ..theory import reduced as theory
 
-# The floating-point type the figure computes in (its summary.json records it).
-DTYPE = "float64"
+# Compares the reduced model with the trained Fig. 2 models at equal held-out loss.
+SPEC = FigureSpec(id="theory-rescaling", reproduces=None, page="book/theory",
+                  tables=("curves.csv",), dtype="float64",
+                  reads=("paper-fig2/summary.json", "paper-fig2/trajectories.csv"),
+                  resources={"mem_mb": 1000, "runtime": 10})
 
 ROW1_PANELS = ("FAFO", "FACO", "CAFO", "CACO")  # Fig. 2 row 1: equal learning rates
 # Fig. 2 row 1 starts every factor at 1e-6 I except FAFO's W_Q, W_K (PyTorch's default init).
