@@ -64,62 +64,48 @@ FIXED = ordered([M.ModelSpec("CACO", ov_bias=True, fixed_alpha=0.3),
 
 @pytest.mark.parametrize("specs", [MIXED, FIXED], ids=["all-four", "fixed-attention"])
 @pytest.mark.parametrize("shared_ov_rate", [False, True], ids=["ov-rate-each", "ov-rate-one"])
-def test_ensemble_step_is_sgd_on_each_members_autograd_gradient(specs, shared_ov_rate, batch):
-    """One step of a mixed ensemble moves each member by -lr x its own gradient."""
-    ens = M.Ensemble(specs, [torch.Generator().manual_seed(i) for i in range(len(specs))])
-    counts = batch.to_counts()
+def test_every_ensemble_step_is_sgd_on_each_members_autograd_gradient(specs, shared_ov_rate):
+    """Each step moves each member by -lr x its own gradient, taken by autograd on the
+    member alone (count_logits and cross-entropy: a reference that shares none of the
+    step's hand-written gradients), from wherever the step before left it.
+
+    50 steps on fresh batches with large rates, so that the state the step keeps between
+    calls is exercised too: its work space (the batch size changes at step 20), its cached
+    OV rates (the per-member rate tensor is changed in place at step 30) and its views of
+    the parameters (members are dropped at step 40, as the trainer drops finished runs).
+    """
     E = len(specs)
-    before = [ens.member(i) for i in range(E)]
-    lr_qk = torch.linspace(0.1, 0.6, E)
-    lr_ov = torch.full((E,), 0.05) if shared_ov_rate else torch.linspace(0.3, 0.02, E)
-    losses = M.mean_losses(ens.step(ens.batch(counts.counts.expand(E, -1, -1),
-                                              counts.classes.expand(E, -1)),
-                                    lr_qk, 0.05 if shared_ov_rate else lr_ov))
-    for i, spec in enumerate(specs):
-        own = {k: v.clone().requires_grad_(True) for k, v in before[i].items()}
-        z, _ = M.count_logits(own, counts.counts, counts.classes, spec.fixed_alpha)
-        loss = torch.nn.functional.cross_entropy(z, counts.targets)
-        loss.backward()
-        assert losses[i].item() == pytest.approx(loss.item(), abs=1e-6)
-        after = ens.member(i)
-        assert after.keys() == own.keys()
-        for k, v in own.items():
-            rate = lr_qk[i] if k in ("W_QK", "W_Q", "W_K") else lr_ov[i]
-            step = 0 if (k == "b" and not spec.ov_bias) else rate
-            grad = v.grad if v.grad is not None else torch.zeros_like(v)
-            assert torch.allclose(after[k], v.detach() - step * grad, atol=1e-6), (spec, k)
-
-
-@pytest.mark.parametrize("specs", [MIXED, FIXED], ids=["all-four", "fixed-attention"])
-def test_ensemble_step_follows_the_trainers_earlier_step(specs):
-    """200 steps of the one-ensemble step against the earlier two-ensemble step
-    (tests/legacy_step.py): the same models to float32 rounding, every parameterization."""
-    import legacy_step
-
-    E = len(specs)
-    generators = lambda: [torch.Generator().manual_seed(i) for i in range(E)]  # noqa: E731
-    new = M.Ensemble(specs, generators())
-    olds = []
-    for ov in ("collapsed", "factorized"):
-        index = [i for i, s in enumerate(specs) if s.ov == ov]
-        olds.append((torch.tensor(index), legacy_step.Ensemble(
-            [specs[i] for i in index], [generators()[i] for i in index])))
-    stream = tasks.DataStream(11, 64, 32)
-    lr_qk, lr_ov = torch.linspace(0.01, 0.5, E), torch.linspace(0.5, 0.01, E)
-    for t in range(200):
-        b = stream.batch_at(t)
-        counts, classes = b.counts.expand(E, -1, -1), b.classes.expand(E, -1)
-        losses = M.mean_losses(new.step(new.batch(counts, classes), lr_qk, lr_ov))
-        for index, old in olds:
-            old_losses, grads = old.loss_and_grads(counts[index], classes[index])
-            old.apply(grads, lr_qk[index], lr_ov[index])
-            assert torch.allclose(old_losses, losses[index], rtol=0, atol=1e-5), t
-    for index, old in olds:
-        for j, i in enumerate(index.tolist()):
-            theirs, ours = old.member(j), new.member(i)
-            assert theirs.keys() == ours.keys()
-            for k in theirs:
-                assert torch.allclose(ours[k], theirs[k], rtol=1e-5, atol=1e-6), (specs[i], k)
+    ens = M.Ensemble(specs, [torch.Generator().manual_seed(i) for i in range(E)])
+    lr_qk = torch.linspace(0.5, 0.01, E)
+    lr_ov = torch.full((E,), 0.3) if shared_ov_rate else torch.linspace(0.01, 0.5, E)
+    streams = [tasks.DataStream(11, 64, 32), tasks.DataStream(12, 128, 48)]
+    for t in range(50):
+        if t == 30 and not shared_ov_rate:
+            lr_ov.mul_(0.5)  # the same tensor, changed in place: the cached rates must follow
+        if t == 40:
+            keep = torch.tensor([i for i in range(len(specs)) if i != 1])
+            ens.keep(keep)
+            specs, lr_qk, lr_ov = [specs[i] for i in keep], lr_qk[keep], lr_ov[keep]
+        b = streams[t >= 20].batch_at(t)
+        E = len(specs)
+        before = [ens.member(i) for i in range(E)]
+        p_target = ens.step(ens.batch(b.counts.expand(E, -1, -1), b.classes.expand(E, -1)),
+                            lr_qk, 0.3 if shared_ov_rate else lr_ov)
+        losses = M.mean_losses(p_target)
+        for i, spec in enumerate(specs):
+            own = {k: v.clone().requires_grad_(True) for k, v in before[i].items()}
+            z, _ = M.count_logits(own, b.counts, b.classes, spec.fixed_alpha)
+            loss = torch.nn.functional.cross_entropy(z, b.targets)
+            grads = dict(zip(own, torch.autograd.grad(loss, list(own.values()))))
+            assert losses[i].item() == pytest.approx(loss.item(), abs=1e-6), (t, spec)
+            after = ens.member(i)
+            assert after.keys() == own.keys()
+            for k, v in before[i].items():
+                rate = lr_qk[i] if k in ("W_QK", "W_Q", "W_K") else lr_ov[i]
+                step = 0 if (k == "b" and not spec.ov_bias) else rate
+                assert torch.allclose(after[k], v - step * grads[k], rtol=1e-5, atol=1e-6), \
+                    (t, spec, k)
+    assert len(ens) == len(specs) == E
 
 
 def test_ensemble_order_is_required():
