@@ -18,12 +18,6 @@ def run_notebook(run_tool, tmp_path, name, *args, check=True):
                     *args, check=check)
 
 
-def first_error(tmp_path):
-    executed = nbformat.read(tmp_path / "o.ipynb", as_version=4)
-    return next(o for c in executed.cells if c.cell_type == "code"
-                for o in c.get("outputs", []) if o.output_type == "error")
-
-
 def test_reduction_notebook_tracks_the_ode(run_tool, tmp_path):
     out = tmp_path / "reduction"
     run_notebook(run_tool, tmp_path, "theory-reduction", *SMALL, "-y", "ratios: [0.5, 4]",
@@ -81,24 +75,31 @@ def test_rescaling_notebook_compares_orderings_at_equal_loss(run_tool, tmp_path)
     assert "measured (paper-fig2):      FACO > CACO > FAFO > CAFO" in text
 
 
-def test_rescaling_needs_the_fig2_artifacts(run_tool, tmp_path):
-    out = tmp_path / "rescaling"
-    result = run_notebook(run_tool, tmp_path, "theory-rescaling", "-p", "fig2_summary",
-                          tmp_path / "missing.json", "-p", "artifacts_dir", out, check=False)
-    assert result.returncode != 0
-    error = first_error(tmp_path)
-    assert error.ename == "ParameterError" and "parameter 'fig2_summary'" in error.evalue
-    assert "paper-fig2" in error.evalue
-    assert not out.exists(), "nothing may be written when parameters are bad"
+def test_the_parameters_check_the_fig2_artifacts_they_read(tmp_path):
+    """theory-rescaling's parameters read paper-fig2's files: a missing, foreign or stale
+    one fails naming fig2_summary and what to run (before any work: the notebook checks its
+    parameters first, as tests/test_fig4_notebook.py shows through papermill)."""
+    def check(summary):
+        return theory_rescaling.Parameters(fig2_summary=str(summary), matched_loss=0.01)
 
-
-def test_old_fig2_artifacts_without_trajectories_are_rejected(tmp_path):
-    summary = fig2_artifacts(tmp_path / "fig2", {"FAFO": 0.3})
-    with pytest.raises(ParameterError, match=r"parameter 'fig2_summary'.*trajectories.csv"):
-        theory_rescaling.measured_fig2_sharpness(summary, 0.01)  # rows for FAFO only
+    with pytest.raises(ParameterError, match=r"^parameter 'fig2_summary': no file .*"
+                                             r"missing\.json: run notebooks/paper-fig2"):
+        check(tmp_path / "missing.json")
+    summary = fig2_artifacts(tmp_path / "fig2", {"FAFO": 0.3})  # rows for FAFO only
+    with pytest.raises(ParameterError, match=r"^parameter 'fig2_summary'.*trajectories\.csv"
+                                             r".*rows for FAFO, FACO, CAFO, CACO.*re-run "
+                                             r"notebooks/paper-fig2"):
+        check(summary)
+    summary.write_text(json.dumps({"figure": "paper-fig3", "rows": []}))
+    with pytest.raises(ParameterError, match=r"^parameter 'fig2_summary'.*not written by "
+                                             r"paper-fig2.*re-run notebooks/paper-fig2"):
+        check(summary)
     (tmp_path / "fig2" / "trajectories.csv").unlink()
-    with pytest.raises(ParameterError, match=r"parameter 'fig2_summary': no file .*trajectories"):
-        theory_rescaling.measured_fig2_sharpness(summary, 0.01)
+    with pytest.raises(ParameterError, match=r"^parameter 'fig2_summary': no file .*trajectories"):
+        check(summary)
+    whole = fig2_artifacts(tmp_path / "whole", {"FAFO": 0.3, "FACO": 0.8, "CAFO": 0.2,
+                                                "CACO": 0.5})
+    assert check(whole).measured["FACO"]["attention"] == pytest.approx(0.85)
 
 
 def test_a_matched_loss_some_run_never_reached_is_named(tmp_path):
