@@ -31,7 +31,7 @@ $(INSTALLED): pyproject.toml
 # benchmarks/results/figures-run.json (the reproducibility page shows them).
 figures: $(INSTALLED)
 	@start=$$(date +%s.%N) && $(BIN)/snakemake --cores $(CORES) && \
-	$(BIN)/python -m qkov.pipeline record --since $$start
+	$(BIN)/python -m qkov_tools record --since $$start
 
 book: figures
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
@@ -40,7 +40,7 @@ book: figures
 # reproducibility page).
 test: $(INSTALLED) browser slurm
 	@start=$$(date +%s.%N) && $(BIN)/ruff check . && $(BIN)/pytest && \
-	$(BIN)/python -m qkov.pipeline record-test --since $$start
+	$(BIN)/python -m qkov_tools record-test --since $$start
 
 # The quick loop while changing the code: lint, then the unit tier (tests/conftest.py says
 # which tests are which; `pytest -m notebook`, `-m book`, ... run the others).

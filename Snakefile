@@ -1,4 +1,5 @@
-# Regenerates every figure: one rule per figure of the registry qkov.pipeline.FIGURE_JOBS.
+# Regenerates every figure: one rule per figure spec (the SPEC of each module of qkov.figures:
+# its notebook, outputs, the files of other figures it reads, threads, cluster resources).
 # Run locally with
 #     snakemake --cores 2
 # (`make figures` does this inside the project's virtual environment).
@@ -7,59 +8,66 @@
 # and stores it in place, stripped of timestamps: the stored outputs are the latest run.
 # A rule's inputs are its notebook, the files of other figures it reads, and the library
 # modules the notebook imports, directly or through other modules
-# (qkov.pipeline.library_inputs): editing lib/qkov re-runs the figures that use what was
-# edited, and only those; a run with nothing changed does nothing. Training rules take
+# (qkov_tools.imports.library_inputs): editing lib/qkov re-runs the figures that use what
+# was edited, and only those; a run with nothing changed does nothing. Training rules take
 # both cores (each trains in two processes), so they run one after the other rather than
-# competing for the cores.
+# competing for the cores. `all` leaves out the figures whose spec needs a dataset that
+# cannot be downloaded here (run them by name once you have it: `snakemake language_sva`,
+# with the data where the notebook's parameters say).
 
 import sys
 
-from qkov import pipeline
+from qkov.figures import specs
+from qkov_tools.imports import library_inputs
+
+SPECS = specs().values()
 
 # The notebook is rewritten in place by the run; touching the outputs afterwards keeps them
 # newer than it, so the next run sees nothing to do. sys.executable: the jobs use the
 # environment Snakemake runs in, activated or not.
-RUN_NOTEBOOK = (f"({sys.executable} -m qkov.pipeline run {{input.notebook}} && touch {{output}})"
+RUN_NOTEBOOK = (f"({sys.executable} -m qkov_tools run {{input.notebook}} && touch {{output}})"
                 " > {log} 2>&1")
 
 
 rule all:
     input:
-        [path for job in pipeline.FIGURE_JOBS for path in job.outputs],
+        [path for spec in SPECS if not spec.needs_dataset for path in spec.outputs()],
 
 
-for job in pipeline.FIGURE_JOBS:
+for spec in SPECS:
 
     rule:
         name:
-            job.rule
+            spec.module
         input:
-            notebook=job.notebook,
-            library=pipeline.library_inputs(job.notebook, workflow.basedir),
-            reads=job.reads,
+            notebook=spec.notebook,
+            library=library_inputs(spec.notebook, workflow.basedir),
+            reads=spec.inputs(),
         output:
-            job.outputs,
+            spec.outputs(),
         log:
-            f"artifacts/logs/{job.figure_id}.log",
-        threads: job.threads
+            f"artifacts/logs/{spec.id}.log",
+        threads: spec.threads
+        resources:
+            **spec.resources,
         shell:
             RUN_NOTEBOOK
 
 
-# Sweeps (qkov.sweeps): each sweeps/<name>.yaml is one job per parameter set, a run of its
+# Sweeps (qkov_tools.sweeps): each sweeps/<name>.yaml is one job per parameter set, a run of its
 # figure's notebook into artifacts/sweeps/<name>/<set>/, and a gather job that draws the
 # sweep once every set is done. They run only when asked for:
 #     snakemake --cores 2 sweep_<name>
 # (`--config sweeps_dir=DIR` reads the sweep files from DIR instead of sweeps/). A set's
 # parameters are its `params`: editing one set re-runs that set only.
 
-from qkov import sweeps
+from qkov_tools import sweeps
 
 # The commands are constants: a job run by a cluster evaluates its rule's shell command again,
 # after this loop, so the command must not name the loop's variable (only params do).
-RUN_SET = (f"{sys.executable} -m qkov.sweeps run {{params.sweep_file}} {{wildcards.set}}"
+RUN_SET = (f"{sys.executable} -m qkov_tools.sweeps run {{params.sweep_file}} {{wildcards.set}}"
            " > {log} 2>&1")
-GATHER = f"{sys.executable} -m qkov.sweeps gather {{params.sweep_file}} > {{log}} 2>&1"
+GATHER = f"{sys.executable} -m qkov_tools.sweeps gather {{params.sweep_file}} > {{log}} 2>&1"
 
 SWEEPS = sweeps.load_all(config.get("sweeps_dir", f"{workflow.basedir}/{sweeps.SWEEPS_DIR}"))
 
@@ -70,7 +78,7 @@ for sweep in SWEEPS:
             sweep.set_rule
         input:
             notebook=sweep.notebook,
-            library=pipeline.library_inputs(sweep.notebook, workflow.basedir),
+            library=library_inputs(sweep.notebook, workflow.basedir),
         output:
             sweep.set_outputs("{set}"),
         params:

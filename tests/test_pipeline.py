@@ -1,7 +1,6 @@
 """The regeneration pipeline: stored notebooks, Snakemake's view of what is stale, nbval."""
 
 import copy
-import importlib
 import os
 import re
 import shutil
@@ -10,7 +9,10 @@ import time
 import nbformat
 
 from conftest import REPO
-from qkov import pipeline
+from qkov.figures import specs
+from qkov_tools import records
+from qkov_tools.imports import library_inputs
+from qkov_tools.notebooks import strip
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 
@@ -30,10 +32,9 @@ def test_stored_notebooks_are_stripped_and_executed():
             return sum(any(k.endswith("image/png") for k in o.get("data", {}))
                        for o in cell.outputs)
         images = [c for c in code if pngs(c)]
-        # A real-data notebook (its figure module says NEEDS_DOWNLOAD) is stored as run
-        # without its data, which cannot be downloaded here: it draws nothing.
-        module = importlib.import_module("qkov.figures." + path.stem.replace("-", "_"))
-        if getattr(module, "NEEDS_DOWNLOAD", False):
+        # A real-data notebook (its SPEC says needs_dataset) is stored as run without its
+        # data, which cannot be downloaded here: it draws nothing.
+        if specs()[path.stem].needs_dataset:
             assert not images, f"{path.name} stored a figure of data the build cannot have"
             continue
         assert images, f"{path.name} has no stored figure"
@@ -49,7 +50,7 @@ def test_strip_removes_only_volatile_metadata():
         cell.metadata["papermill"] = {"duration": 0.1}
         if cell.cell_type == "code":
             cell.metadata["execution"] = {"iopub.execute_input": "2026-01-01"}
-    assert pipeline.strip(dirty) == nb
+    assert strip(dirty) == nb
 
 
 def make_workflow_copy(tmp_path):
@@ -78,8 +79,8 @@ def test_snakemake_reruns_a_figure_when_the_library_changes(run_tool, tmp_path):
         out.write_text("x")
         os.utime(out, (later, later))
     assert "Nothing to be done" in dry_run(run_tool, work)
-    # A module no notebook imports (the book's Sphinx extension) re-runs nothing.
-    os.utime(work / "lib" / "qkov" / "book.py", (later + 5, later + 5))
+    # A module no notebook imports (the sweeps' code) re-runs nothing.
+    os.utime(work / "lib" / "qkov_tools" / "sweeps.py", (later + 5, later + 5))
     assert "Nothing to be done" in dry_run(run_tool, work)
     # Editing a module re-runs the figures that import it, directly or not, and only those:
     # Fig. 4 and the theory chapter use qkov.theory.reduced, Figs. 2 and 3 do not.
@@ -89,6 +90,22 @@ def test_snakemake_reruns_a_figure_when_the_library_changes(run_tool, tmp_path):
     planned = set(re.findall(r"^rule (\w+):", plan, flags=re.MULTILINE))
     assert planned == {"all", "paper_fig4", "theory_reduction", "theory_rescaling",
                        "theory_ratio_sweep"}, plan
+
+
+def test_each_figure_rule_is_made_from_its_spec(run_tool):
+    """The Snakefile's rules are the specs: outputs, threads and cluster resources. `all`
+    leaves out the figures that need a dataset."""
+    plan = run_tool("snakemake", "--dry-run", "--forceall", "--cores", "2").stdout
+    jobs = {m.group(1): m.group(2) for m in re.finditer(
+        r"^(?:local)?rule (\w+):\n(.*?)(?=^\[|^(?:local)?rule |\Z)", plan, re.M | re.S)}
+    built = [s for s in specs().values() if not s.needs_dataset]
+    assert set(jobs) == {"all"} | {s.module for s in built}, plan[-3000:]
+    for spec in built:
+        job = jobs[spec.module]
+        assert f"output: {', '.join(spec.outputs())}\n" in job
+        assert f"threads: {spec.threads}\n" in job or spec.threads == 1, job
+        for name, value in spec.resources.items():
+            assert f"{name}={value}" in job, (spec.id, name, job)
 
 
 def test_nbval_detects_a_changed_result(run_tool, tmp_path):
@@ -158,7 +175,7 @@ def test_a_glued_value_is_compared_like_printed_text():
 def test_a_passing_test_run_is_recorded(tmp_path):
     import json
 
-    path = pipeline.record_test(since=1000.0, now=1060.5, root=tmp_path)
+    path = records.record_test(since=1000.0, now=1060.5, root=tmp_path)
     assert path == tmp_path / "benchmarks" / "results" / "test-run.json"
     record = json.loads(path.read_text())
     assert record["wall_time_s"] == 60.5 and record["date"] == "1970-01-01"
@@ -167,7 +184,7 @@ def test_a_passing_test_run_is_recorded(tmp_path):
 
 def test_the_trainer_is_an_input_of_the_figures_that_train():
     """Editing the trainer must re-run the trained figures, and only those."""
-    inputs = {nb: pipeline.library_inputs(f"notebooks/{nb}.ipynb", REPO)
+    inputs = {nb: library_inputs(f"notebooks/{nb}.ipynb", REPO)
               for nb in ("paper-fig2", "paper-fig3", "paper-fig4")}
     for module in ("lib/qkov/synthetic/models.py", "lib/qkov/synthetic/train.py"):
         assert module in inputs["paper-fig2"] and module in inputs["paper-fig3"]

@@ -1,6 +1,5 @@
 """The project's set-up files agree with each other."""
 
-import importlib
 import tomllib
 
 import yaml
@@ -16,12 +15,22 @@ def test_environment_yml_hands_off_to_the_pip_install():
     assert pip == ["-e .[dev]"]
 
 
-def test_dependencies_are_pinned_and_torch_exactly():
+def test_the_environment_has_the_pinned_versions():
+    """What pyproject.toml pins exactly (the numerical stack, the tools whose output the
+    stored notebooks and the book depend on) is what this environment runs: a stale .venv
+    fails here, not as a puzzling nbval difference."""
+    from importlib.metadata import version
+
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    deps = project["dependencies"] + project["optional-dependencies"]["dev"]
-    assert "torch==2.13.0" in deps
-    for name in ("jupyter-book==1.0.4.post1", "papermill==2.7.0", "nbval==0.11.0"):
-        assert name in deps
+    requirements = project["dependencies"] + [
+        r for extra in project["optional-dependencies"].values() for r in extra]
+    pins = dict(r.split("#")[0].strip().split("==") for r in requirements if "==" in r)
+    assert pins["torch"] == "2.13.0"  # any other request pulls a multi-GB CUDA build
+    assert {"jupyter-book", "papermill", "nbval", "numpy", "matplotlib"} <= set(pins)
+    # A local build label ("2.13.0+cpu": the CPU wheel) is the same release.
+    wrong = {name: (pin, version(name)) for name, pin in pins.items()
+             if version(name).split("+")[0] != pin}
+    assert not wrong, f"installed versions differ from the pins (pin, installed): {wrong}"
 
 
 def test_ci_runs_the_readme_test_command():
@@ -30,38 +39,30 @@ def test_ci_runs_the_readme_test_command():
     assert "make test" in (REPO / ".ci" / "run").read_text()
 
 
-def test_every_notebook_is_in_the_book_and_the_pipeline():
-    from qkov import pipeline
-
-    toc = (REPO / "_toc.yml").read_text()
-    notebooks = sorted(nb.stem for nb in (REPO / "notebooks").glob("*.ipynb"))
-    for name in notebooks:
-        assert f"notebooks/{name}" in toc
-    # Real-data notebooks (their module says NEEDS_DOWNLOAD) need a dataset the reader
-    # downloads: they are in the book, not in the pipeline's default run.
-    needs_data = {name for name in notebooks if getattr(importlib.import_module(
-        "qkov.figures." + name.replace("-", "_")), "NEEDS_DOWNLOAD", False)}
-    assert needs_data == {"language-hatexplain", "language-sva", "language-squad"}
-    assert sorted(pipeline.FIGURE_IDS) == sorted(set(notebooks) - needs_data), \
-        "the figure registry and notebooks/"
-
-
 # The library's layers, lowest first: a module imports only from layers below its own, so a
 # newcomer can read the library bottom-up and a change low down never needs a higher module.
-# Packages (their __init__) sit with their lowest module; "figures.*" is every figure module.
+# Packages (their __init__) sit with their lowest module; "x.*" is every module below x.
+# Both packages are covered: the science (qkov) and its build tooling (qkov_tools), which
+# sits on top and which no qkov module may import.
 LAYERS = (
-    ("circuits", "seeding", "params", "processes", "artifacts"),  # vocabulary and utilities
-    ("theory", "theory.reduced", "synthetic", "synthetic.tasks", "plotting",
-     "language", "language.batches", "language.tokenizers"),  # reduced dynamics; the
-    #   synthetic task's data; house style and drawing; token batches and tokenizers
-    ("theory.stylized", "synthetic.models", "language.models", "language.metrics",
-     "language.agreement", "language.data"),  # full-matrix model of the theory; task
-    #   models; the language decoder, its metrics, the agreement task, real-data loaders
-    ("synthetic.train", "synthetic.metrics", "language.train"),  # training; measuring
-    ("language.pipelines",),  # the real-data figures' shared steps: both conditions per seed
-    ("figures", "figures.*"),  # one module per figure: its parameters and computations
-    ("pipeline",),  # the figure registry, running notebooks
-    ("book", "sweeps"),  # the book's Sphinx extension (reads the registry); sweeps/*.yaml runs
+    ("qkov", "qkov.circuits", "qkov.seeding", "qkov.params", "qkov.processes",
+     "qkov.artifacts", "qkov.spec", "qkov.stats"),  # vocabulary and utilities
+    ("qkov.theory", "qkov.theory.reduced", "qkov.synthetic", "qkov.synthetic.tasks",
+     "qkov.plotting", "qkov.language", "qkov.language.batches",
+     "qkov.language.tokenizers"),  # reduced dynamics; the synthetic task's data; house
+    #   style and drawing; token batches and tokenizers
+    ("qkov.theory.stylized", "qkov.synthetic.models", "qkov.language.models",
+     "qkov.language.metrics", "qkov.language.agreement", "qkov.language.data"),  # full-matrix
+    #   model of the theory; task models; the language decoder, its metrics, the agreement
+    #   task, real-data loaders
+    ("qkov.synthetic.train", "qkov.synthetic.metrics", "qkov.synthetic.trajectories",
+     "qkov.language.train"),  # training; measuring; runs passed between figures
+    ("qkov.language.pipelines",),  # the real-data figures' shared steps
+    ("qkov.figures", "qkov.figures.*"),  # one module per figure, each with its SPEC
+    ("qkov_tools", "qkov_tools.imports", "qkov_tools.notebooks"),  # tooling: the import
+    #   graph, running and storing notebooks
+    ("qkov_tools.records", "qkov_tools.sweeps"),  # records of whole runs; sweeps
+    ("qkov_tools.__main__",),  # the tools' command line
 )
 
 
@@ -73,9 +74,10 @@ def _layer(module: str) -> int | None:
 
 
 def test_library_imports_run_from_higher_layers_to_lower_ones():
-    from qkov.pipeline import library_imports, library_modules
+    from qkov_tools.imports import library_imports, library_modules
 
     modules = library_modules(REPO)
+    assert {m.split(".")[0] for m in modules} == {"qkov", "qkov_tools"}
     unplaced = [m for m in modules if _layer(m) is None]
     assert not unplaced, f"place these modules in a layer of LAYERS: {unplaced}"
     wrong = [f"{m} (layer {_layer(m)}) imports {name} (layer {_layer(name)})"
@@ -84,18 +86,34 @@ def test_library_imports_run_from_higher_layers_to_lower_ones():
     assert not wrong, "imports that do not run downwards: " + "; ".join(wrong)
 
 
+def test_the_package_docstring_lists_every_module_in_its_layer():
+    """qkov's docstring (what a newcomer reads first) names every module of the science
+    package, in the order of LAYERS."""
+    import qkov
+    from qkov_tools.imports import library_modules
+
+    doc = qkov.__doc__
+    science = [m for m in library_modules(REPO) if m.startswith("qkov.")
+               and not m.startswith("qkov.figures.")]
+    missing = [m for m in science if f"``{m[len('qkov.'):]}``" not in doc]
+    assert not missing, f"qkov's docstring does not mention {missing}"
+    first = {m: doc.index(f"``{m[len('qkov.'):]}``") for m in science}
+    for low, high in ((a, b) for a in science for b in science if _layer(a) < _layer(b)):
+        assert first[low] < first[high], f"the docstring names {high} before {low}"
+
+
 def test_a_sideways_import_between_figure_modules_is_caught(tmp_path):
     """The layer check reads imports from the files: a figure module importing another is
     reported (copying the library so the check can be run on a planted import)."""
     import shutil
 
-    from qkov.pipeline import library_imports
+    from qkov_tools.imports import library_imports
 
     shutil.copytree(REPO / "lib", tmp_path / "lib")
     planted = tmp_path / "lib" / "qkov" / "figures" / "paper_fig4.py"
     planted.write_text(planted.read_text() + "\nfrom . import paper_fig2  # noqa\n")
-    assert "figures.paper_fig2" in library_imports("figures.paper_fig4", tmp_path)
-    assert _layer("figures.paper_fig2") >= _layer("figures.paper_fig4")
+    assert "qkov.figures.paper_fig2" in library_imports("qkov.figures.paper_fig4", tmp_path)
+    assert _layer("qkov.figures.paper_fig2") >= _layer("qkov.figures.paper_fig4")
 
 
 def test_test_tiers_are_the_registered_markers():

@@ -1,4 +1,4 @@
-"""Sweeps (qkov.sweeps): sweep files are checked before any job, a sweep runs as one
+"""Sweeps (qkov_tools.sweeps): sweep files are checked before any job, a sweep runs as one
 Snakemake job per set plus a gather, a failed set is reported with its parameters and log,
 a re-run runs only what is missing, and nothing is gathered from a partial set."""
 
@@ -11,8 +11,8 @@ import textwrap
 import pytest
 
 from conftest import REPO
-from qkov import sweeps
-from qkov.sweeps import SweepError
+from qkov_tools import sweeps
+from qkov_tools.sweeps import SweepError
 
 
 def write(folder, name, text):
@@ -64,7 +64,7 @@ def test_a_grid_is_every_combination_with_readable_ids(tmp_path):
     assert sweep.set_outputs("M-10_eta_ov-2") == [
         "artifacts/sweeps/g/M-10_eta_ov-2/summary.json",
         "artifacts/sweeps/g/M-10_eta_ov-2/notebook.ipynb"]
-    assert sweep.threads == 1  # the figure's own (qkov.pipeline.FIGURE_JOBS)
+    assert sweep.threads == 1  # the figure's own (its SPEC)
 
 
 @pytest.mark.parametrize("body, expected", [
@@ -143,9 +143,9 @@ def test_a_failed_set_is_reported_nothing_is_gathered_and_a_rerun_resumes(run_to
     good = work / "artifacts/sweeps/fails/good"
     assert (good / "notebook.ipynb").is_file() and (good / "figure.png").is_file()
     assert not (work / "artifacts/sweeps/fails/bad/notebook.ipynb").exists()
-    status = run_tool("python", "-m", "qkov.sweeps", "status", path, "--root", work, check=False)
+    status = run_tool("python", "-m", "qkov_tools.sweeps", "status", path, "--root", work, check=False)
     assert status.returncode == 1 and "failed     bad" in status.stdout
-    refused = run_tool("python", "-m", "qkov.sweeps", "gather", path, "--root", work, check=False)
+    refused = run_tool("python", "-m", "qkov_tools.sweeps", "gather", path, "--root", work, check=False)
     assert refused.returncode == 2 and "not gathering a partial sweep" in refused.stderr
 
     # Mend the bad set: the re-run runs it (and the gather), not the good one again.
@@ -169,7 +169,7 @@ def test_a_failed_set_is_reported_nothing_is_gathered_and_a_rerun_resumes(run_to
     os.remove(good / "notebook.ipynb")
     for name in sweep.gathered:
         os.remove(work / name)
-    refused = run_tool("python", "-m", "qkov.sweeps", "gather", path, "--root", work, check=False)
+    refused = run_tool("python", "-m", "qkov_tools.sweeps", "gather", path, "--root", work, check=False)
     assert refused.returncode == 2 and "incomplete good" in refused.stderr
     plan = run_tool("snakemake", "sweep_fails", "-s", REPO / "Snakefile", "-d", work, "-n",
                     "--config", f"sweeps_dir={sweep_dir}", cwd=work)
@@ -177,11 +177,11 @@ def test_a_failed_set_is_reported_nothing_is_gathered_and_a_rerun_resumes(run_to
 
 
 def test_the_default_target_is_the_book_figures_only(run_tool, tmp_path):
-    """`make figures` (snakemake's first rule) runs FIGURE_JOBS as before: no sweep."""
-    from qkov import pipeline
+    """`make figures` (snakemake's first rule) runs the figures as before: no sweep."""
+    from qkov.figures import specs
 
     work = workflow_dir(tmp_path)
     plan = run_tool("snakemake", "-s", REPO / "Snakefile", "-d", work, "-n", "--cores", "2",
                     cwd=work).stdout
     planned = set(re.findall(r"^rule (\w+):", plan, flags=re.MULTILINE))
-    assert planned == {"all"} | {job.rule for job in pipeline.FIGURE_JOBS}
+    assert planned == {"all"} | {s.module for s in specs().values() if not s.needs_dataset}

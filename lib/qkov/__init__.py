@@ -1,25 +1,31 @@
 """qkov: the shared library of the companion to "Faster Query-Key Learning Sharpens
-Attention in Self-Attention Models" (Vashisht and Ramaswamy, ICML 2026).
+Attention in Self-Attention Models" (Vashisht and Ramaswamy, ICML 2026). It computes and
+draws the figures and needs only its runtime dependencies; running notebooks, the pipeline,
+sweeps and records are in ``qkov_tools``, the book's Sphinx extension in ``book/_ext/``.
 
-Modules by layer, lowest first (a module imports only from layers below its own; the test
-suite checks it):
+Modules by layer, lowest first (a module imports only from layers below its own;
+``tests/test_project.py`` checks it, and that this list names every module):
 
-- ``circuits`` (the four parameterizations, which parameters are QK or OV), ``seeding``
-  (every random generator), ``params`` (notebook parameters: checks, typed figure
-  parameters), ``processes`` (runs spread over worker processes), ``artifacts`` (output
-  folders, provenance, atomic writes);
-- ``theory.reduced`` (the reduced dynamics, closed forms), ``synthetic.tasks`` (the
-  synthetic task's data), ``plotting`` (house style, drawing, saving a figure's files);
-- ``theory.stylized`` (full matrices whose gradient flow is the reduced dynamics),
-  ``synthetic.models`` (the task's one-layer attention models and their ensembles);
-- ``synthetic.train`` (training many models as one batched computation),
-  ``synthetic.metrics``;
-- ``figures.<figure_id>``: one module per figure of the book (``figures.paper_fig2``, ...);
-- ``book`` (the book's Sphinx extension), ``pipeline`` (the figure registry, executing and
-  storing notebooks).
-
-- ``language`` (beside ``synthetic``: the language tasks' data, tokenizers, models, training
-  and attribution metrics), used by the ``figures.language_*`` modules.
+1. ``circuits`` (the four parameterizations, which parameters are QK or OV), ``seeding``
+   (every random generator), ``params`` (notebook parameters: checks, typed figure
+   parameters), ``processes`` (runs spread over worker processes), ``artifacts`` (output
+   folders, provenance, atomic writes), ``spec`` (a figure's specification), ``stats``
+   (intervals over seeds and their formatting);
+2. ``theory``, ``theory.reduced`` (the reduced dynamics, closed forms), ``synthetic``,
+   ``synthetic.tasks`` (the synthetic task's data), ``plotting`` (house style, drawing,
+   publishing a figure's files), ``language``, ``language.batches`` and
+   ``language.tokenizers`` (token batches; tokenizers trained offline);
+3. ``theory.stylized`` (full matrices whose gradient flow is the reduced dynamics),
+   ``synthetic.models`` (the task's one-layer attention models and their ensembles),
+   ``language.models`` (the decoder), ``language.metrics`` (attention rollout, ERASER),
+   ``language.agreement`` (the synthetic agreement task), ``language.data`` (the real
+   datasets' loaders);
+4. ``synthetic.train`` (training many models as one batched computation),
+   ``synthetic.metrics`` (measuring them), ``synthetic.trajectories`` (the runs one figure
+   writes and another reads), ``language.train``;
+5. ``language.pipelines`` (the real-data figures' shared steps);
+6. ``figures`` and ``figures.<module>``: one module per figure of the book, each with its
+   ``SPEC`` (``figures.paper_fig2``, ...).
 """
 
 import os

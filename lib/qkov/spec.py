@@ -21,8 +21,9 @@ DRAWING_FORMATS = ("png", "pdf", "svg")
 ALWAYS_WRITTEN = ("data.csv", "summary.json")  # every figure's rows and summary
 DTYPES = ("float32", "float64")
 ID_PATTERN = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")  # "paper-fig2"; module paper_fig2
-# What a SLURM job gets unless the spec says otherwise (memory in MB, wall time in minutes).
-DEFAULT_RESOURCES = {"mem_mb": 2000, "runtime": 30}
+# The cluster resources a spec may set (memory in MB, wall time in minutes); what it leaves
+# out, a job gets from the profile's default-resources (profiles/slurm/config.yaml).
+RESOURCES = ("mem_mb", "runtime")
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ class FigureSpec:
     besides ``figure.*``. ``reads``: files of other figures it reads, as
     ``<figure-id>/<file>`` (the pipeline runs those figures first).
     ``threads``: the cores it uses (the training figures spread over two worker processes).
-    ``resources``: what a cluster job needs beyond ``DEFAULT_RESOURCES``.
+    ``resources``: what a cluster job of it needs (``RESOURCES``), where the profile's
+    defaults are not enough.
     ``dtype``: the floating-point type it computes in; None when it is the notebook's
     ``dtype`` parameter. ``needs_dataset``: it needs a dataset a reader downloads (its
     notebook says where to get it); ``make figures`` leaves it out.
@@ -85,10 +87,10 @@ class FigureSpec:
                                  f"got {read!r}")
         if not isinstance(self.threads, int) or self.threads < 1:
             raise ValueError(f"{where}: threads: expected an integer >= 1, got {self.threads!r}")
-        unknown = set(self.resources) - set(DEFAULT_RESOURCES)
+        unknown = set(self.resources) - set(RESOURCES)
         if unknown or not all(isinstance(v, int) and v > 0 for v in self.resources.values()):
             raise ValueError(f"{where}: resources: expected positive integers for "
-                             f"{sorted(DEFAULT_RESOURCES)}, got {dict(self.resources)!r}")
+                             f"{RESOURCES}, got {dict(self.resources)!r}")
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ValueError(f"{where}: dtype: expected one of {DTYPES} or None, "
                              f"got {self.dtype!r}")
@@ -126,10 +128,6 @@ class FigureSpec:
     def inputs(self, artifacts: str = "artifacts") -> list[str]:
         """The files of other figures it reads: ``artifacts/<figure-id>/<file>``."""
         return [f"{artifacts}/{read}" for read in self.reads]
-
-    @property
-    def cluster_resources(self) -> dict[str, int]:
-        return {**DEFAULT_RESOURCES, **self.resources}
 
     def dtype_of(self, parameters) -> str:
         """The floating-point type a run computed in: the spec's, or the run's ``dtype``."""

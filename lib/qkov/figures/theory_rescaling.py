@@ -8,7 +8,6 @@ set against paper-fig2's trained models at a matched held-out loss (read from it
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
 import math
@@ -24,6 +23,7 @@ from ..params import derived, number, optional_path, parameter
 from ..plotting import PARAMETERIZATION_COLORS, curve_points, house_style, new_figure
 from ..spec import FigureSpec
 from ..synthetic import metrics
+from ..synthetic import trajectories as fig2_runs
 from ..theory import reduced as theory
 
 # Compares the reduced model with the trained Fig. 2 models at equal held-out loss.
@@ -66,32 +66,23 @@ def measured_fig2_sharpness(path: Path, matched_loss: float) -> dict[str, dict[s
     (``path``): the panels stop at different losses, so their end-of-training attention is
     not compared at equal loss.
     """
-    trajectories = path.parent / "trajectories.csv"
-    for needed in (path, trajectories):
+    runs_file = path.parent / fig2_runs.FILE
+    for needed in (path, runs_file):
         if not needed.is_file():
             raise P.ParameterError("fig2_summary", f"no file {needed}: run "
                                    "notebooks/paper-fig2.ipynb first (`make figures` does)")
     try:
         if json.loads(path.read_text()).get("figure") != "paper-fig2":
-            raise ValueError("not written by paper-fig2")
-        with trajectories.open(newline="") as handle:
-            rows = list(csv.DictReader(handle))
-        runs = {}
-        for row in rows:
-            if row["panel"] in ROW1_PANELS:
-                runs.setdefault((row["panel"], row["seed"]), []).append(
-                    [float(row[k]) for k in ("epoch", "loss", "attention_distinct",
-                                             "attention_class")])
-        if {panel for panel, _ in runs} != set(ROW1_PANELS):
-            raise KeyError(f"rows for {', '.join(ROW1_PANELS)}")
-    except (ValueError, KeyError, TypeError) as err:
-        raise P.ParameterError(
-            "fig2_summary", f"{trajectories} is not paper-fig2's trajectories.csv with rows "
-            f"for {', '.join(ROW1_PANELS)} ({type(err).__name__}: {err}); "
-            "re-run notebooks/paper-fig2.ipynb") from None
+            raise ValueError(f"{path}: not written by paper-fig2")
+        runs = [t for t in fig2_runs.read(runs_file) if t.panel in ROW1_PANELS]
+        if {t.panel for t in runs} != set(ROW1_PANELS):
+            raise ValueError(f"{runs_file}: expected rows for {', '.join(ROW1_PANELS)}")
+    except ValueError as err:
+        raise P.ParameterError("fig2_summary", f"{err}; re-run notebooks/paper-fig2.ipynb") \
+            from None
     measured = {}
     for panel in ROW1_PANELS:
-        mine = [np.array(t) for (name, _), t in sorted(runs.items()) if name == panel]
+        mine = [t.points for t in sorted(runs, key=lambda t: t.seed) if t.panel == panel]
         values = [metrics.attention_at_loss(t, matched_loss) for t in mine]
         if any(v is None for v in values):
             lowest = max(float(t[:, 1].min()) for t in mine)

@@ -1,9 +1,9 @@
 """Sweeps as data: many runs of one figure notebook, declared once in ``sweeps/<name>.yaml``.
 
-    python -m qkov.sweeps list                              # the sweeps and their sets
-    python -m qkov.sweeps status sweeps/fig4-small.yaml     # done / failed / missing, with logs
-    python -m qkov.sweeps run sweeps/fig4-small.yaml SET    # one set (what a Snakemake job runs)
-    python -m qkov.sweeps gather sweeps/fig4-small.yaml     # results.csv + figure, if complete
+    python -m qkov_tools.sweeps list                              # the sweeps and their sets
+    python -m qkov_tools.sweeps status sweeps/fig4-small.yaml     # done / failed / missing, with logs
+    python -m qkov_tools.sweeps run sweeps/fig4-small.yaml SET    # one set (what a Snakemake job runs)
+    python -m qkov_tools.sweeps gather sweeps/fig4-small.yaml     # results.csv + figure, if complete
 
 A sweep file names a figure and its parameter sets, either listed or as a grid::
 
@@ -14,7 +14,7 @@ A sweep file names a figure and its parameter sets, either listed or as a grid::
     grid: {M: [10, 20]}         # ... or a grid: every combination (not both)
     plot: {x: r, y: [alpha], where: {loss: 0.01}, logx: true}  # the gathered figure: columns
                                 # of results.csv, rows where `where` holds (optional)
-    threads: 1                  # cores per set (default: the figure's, qkov.pipeline)
+    threads: 1                  # cores per set (default: its figure's SPEC.threads)
     resources: {mem_mb: 2000, runtime: 10}  # per set, for a cluster (ignored locally)
 
 Every set is checked with the figure's own ``Parameters`` when the file is read, so a typo or
@@ -30,7 +30,6 @@ the set and its parameters) and ``figure.{png,pdf,svg}``. A set counts as done o
 from __future__ import annotations
 
 import argparse
-import importlib
 import itertools
 import json
 import math
@@ -42,8 +41,10 @@ from typing import Any
 
 import yaml
 
-from . import pipeline
-from .artifacts import write_table
+from qkov import figures
+from qkov.artifacts import repo_root, write_table
+
+from .notebooks import run as run_notebook
 
 SWEEPS_DIR = Path("sweeps")  # the sweep files, relative to the repository (the workflow)
 OUTPUT_DIR = Path("artifacts") / "sweeps"  # relative to the working directory of the run
@@ -137,19 +138,15 @@ class Sweep:
                          f"{', '.join(s.id for s in self.sets)}")
 
 
-def figure_module(figure_id: str):
-    return importlib.import_module(f"qkov.figures.{figure_id.replace('-', '_')}")
-
-
 def _check_set(path: Path, figure_id: str, set_id: str, values: dict) -> None:
     """The set's parameters, checked by the figure's own ``Parameters``."""
-    from .params import ParameterError
+    from qkov.params import ParameterError
 
     where = f"{path}: set {set_id!r}"
     if "artifacts_dir" in values:
         raise SweepError(f"{where}: parameter 'artifacts_dir': set by the sweep "
                          f"(artifacts/sweeps/<sweep>/<set>/), not by its file")
-    Parameters = figure_module(figure_id).Parameters
+    Parameters = figures.module(figure_id).Parameters
     unknown = [name for name in values if name not in Parameters.names()]
     if unknown:
         raise SweepError(f"{where}: parameter {unknown[0]!r}: unknown parameter; {figure_id} "
@@ -222,9 +219,9 @@ def load(path: str | Path) -> Sweep:
         raise SweepError(f"{path}: unknown key {unknown[0]!r}; a sweep file has "
                          f"{', '.join(sorted(KEYS))}")
     figure_id = doc.get("figure")
-    jobs = {job.figure_id: job for job in pipeline.FIGURE_JOBS}
-    if figure_id not in jobs:
-        raise SweepError(f"{path}: 'figure' must be one of {', '.join(jobs)}, got {figure_id!r}")
+    specs = figures.specs()
+    if figure_id not in specs:
+        raise SweepError(f"{path}: 'figure' must be one of {', '.join(specs)}, got {figure_id!r}")
     sets = _sets(path, doc)
     for s in sets:
         _check_set(path, figure_id, s.id, s.values)
@@ -239,7 +236,7 @@ def load(path: str | Path) -> Sweep:
             "where": _mapping(path, "plot: where", plot.get("where")),
             "logx": bool(plot.get("logx")), "logy": bool(plot.get("logy"))}
 
-    threads = doc.get("threads", jobs[figure_id].threads)
+    threads = doc.get("threads", specs[figure_id].threads)
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise SweepError(f"{path}: 'threads' must be an integer >= 1, got {threads!r}")
     resources = _mapping(path, "resources", doc.get("resources"))
@@ -272,9 +269,9 @@ def run_set(sweep: Sweep, set_id: str, root: str | Path = ".") -> Path:
     folder = (Path(root) / sweep.set_folder(set_id)).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "notebook.ipynb").unlink(missing_ok=True)  # done only once run again in full
-    notebook = pipeline.repo_root() / sweep.notebook
+    notebook = repo_root() / sweep.notebook
     print(f"sweep {sweep.name}, set {set_id}: {json.dumps(s.values)}", flush=True)
-    pipeline.run(notebook, folder / "notebook.ipynb", {**s.values, "artifacts_dir": str(folder)})
+    run_notebook(notebook, folder / "notebook.ipynb", {**s.values, "artifacts_dir": str(folder)})
     return folder
 
 
@@ -283,9 +280,9 @@ def run_set(sweep: Sweep, set_id: str, root: str | Path = ".") -> Path:
 
 def _expected(sweep: Sweep, s: ParameterSet) -> dict:
     """The parameters a finished set's summary.json records (all but its folder)."""
-    from .artifacts import _plain
+    from qkov.artifacts import _plain
 
-    given = figure_module(sweep.figure_id).Parameters(**s.values).given
+    given = figures.module(sweep.figure_id).Parameters(**s.values).given
     given.pop("artifacts_dir", None)
     return json.loads(json.dumps(_plain(given)))
 
@@ -403,7 +400,7 @@ def plot(sweep: Sweep, rows: list[dict]):
     rows where every ``where`` column has its value are drawn (all are in results.csv)."""
     import numpy as np
 
-    from .plotting import house_style, new_figure
+    from qkov.plotting import house_style, new_figure
 
     spec = sweep.plot
     columns = list(rows[0])
@@ -444,7 +441,7 @@ def plot(sweep: Sweep, rows: list[dict]):
 
 def gather(sweep: Sweep, root: str | Path = ".") -> list[Path]:
     """Write ``results.csv`` and the figure of a complete sweep; refuse a partial one."""
-    from .plotting import save_figure
+    from qkov.plotting import save_figure
 
     rows = gather_rows(sweep, root)
     folder = Path(root) / sweep.folder
@@ -454,11 +451,11 @@ def gather(sweep: Sweep, root: str | Path = ".") -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m qkov.sweeps", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m qkov_tools.sweeps", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     list_p = sub.add_parser("list", help="the sweeps of a folder and their sets")
-    list_p.add_argument("folder", nargs="?", type=Path, default=pipeline.repo_root() / SWEEPS_DIR)
+    list_p.add_argument("folder", nargs="?", type=Path, default=repo_root() / SWEEPS_DIR)
     for name, text in (("status", "each set's state, with its log"),
                        ("gather", "results.csv and the figure of a complete sweep")):
         p = sub.add_parser(name, help=text)

@@ -1,0 +1,62 @@
+"""The tools' command line (``make figures`` and ``make test`` use it; so may a reader):
+
+    python -m qkov_tools run notebooks/paper-fig4.ipynb            # re-run, store in place
+    python -m qkov_tools run NB --output out.ipynb -y "ratios: [1, 10]"
+    python -m qkov_tools strip notebooks/*.ipynb                    # strip stored notebooks
+    python -m qkov_tools record --since START                       # after `make figures`
+    python -m qkov_tools record-test --since START                  # after a passing `make test`
+
+Sweeps have their own: ``python -m qkov_tools.sweeps --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m qkov_tools", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run_p = sub.add_parser("run", help="execute a notebook and store it stripped")
+    run_p.add_argument("notebook", type=Path)
+    run_p.add_argument("--output", type=Path, help="where to store it (default: in place)")
+    run_p.add_argument("-y", "--parameters-yaml", default="",
+                       help='parameters as YAML, e.g. "ratios: [1, 10]"')
+    strip_p = sub.add_parser("strip", help="strip volatile metadata from stored notebooks")
+    strip_p.add_argument("notebooks", type=Path, nargs="+")
+    record_p = sub.add_parser("record", help="record the wall times of a from-scratch run")
+    record_p.add_argument("--since", type=float, required=True,
+                          help="Unix time the run started")
+    test_p = sub.add_parser("record-test", help="record the wall time of a passing make test")
+    test_p.add_argument("--since", type=float, required=True,
+                        help="Unix time the tests started")
+    args = parser.parse_args(argv)
+
+    if args.command == "run":
+        import yaml
+
+        from .notebooks import run
+
+        parameters = yaml.safe_load(args.parameters_yaml) or {}
+        if not isinstance(parameters, dict):
+            parser.error(f"--parameters-yaml must be a mapping, got {args.parameters_yaml!r}")
+        run(args.notebook, args.output, parameters)
+    elif args.command == "strip":
+        import nbformat
+
+        from .notebooks import store
+
+        for path in args.notebooks:
+            store(nbformat.read(path, as_version=4), path)
+    else:
+        from . import records
+
+        (records.record if args.command == "record" else records.record_test)(args.since)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

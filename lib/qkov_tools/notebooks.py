@@ -1,0 +1,60 @@
+"""Execute a figure notebook with papermill and store it without volatile metadata.
+
+The executed notebook is stripped of papermill's timestamps and durations (so the stored
+notebook changes only when its results change), written to a temporary file next to the
+destination and renamed into place: a failed run leaves the stored notebook untouched.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+from qkov.artifacts import repo_root, write_atomic
+
+# What papermill and nbclient add on every run: timestamps, durations, exceptions flags.
+VOLATILE_KEYS = ["metadata.papermill", "cell.metadata.papermill", "cell.metadata.execution"]
+
+
+def strip(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Drop volatile metadata; keep outputs, execution counts, cell ids and tags.
+
+    The stderr of cells tagged ``remove-stderr`` (progress bars of long training cells,
+    which the book hides anyway) is dropped too: it is timing noise, not a result, and
+    would bloat the stored notebook. The run's log keeps it.
+    """
+    from nbstripout import strip_output
+
+    nb = strip_output(nb, keep_output=True, keep_count=True, keep_id=True,
+                      extra_keys=VOLATILE_KEYS)
+    for cell in nb.cells:
+        if "remove-stderr" in cell.get("metadata", {}).get("tags", []):
+            cell.outputs = [o for o in cell.get("outputs", [])
+                            if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+    return nb
+
+
+def store(nb: nbformat.NotebookNode, path: Path) -> None:
+    write_atomic(Path(path), (nbformat.writes(strip(nb)) + "\n").encode())
+
+
+def run(notebook: Path, output: Path | None = None, parameters: dict | None = None,
+        cwd: Path | None = None) -> Path:
+    """Execute ``notebook`` with ``parameters`` and store the result at ``output``.
+
+    ``output`` defaults to the notebook itself: the stored outputs are the latest run.
+    """
+    import papermill
+
+    notebook, output = Path(notebook), Path(output or notebook)
+    with tempfile.TemporaryDirectory() as tmp:
+        executed = Path(tmp) / notebook.name
+        papermill.execute_notebook(
+            str(notebook), str(executed), parameters=parameters or {},
+            cwd=str(cwd or repo_root()), kernel_name="python3", progress_bar=False,
+            log_output=True,
+        )
+        store(nbformat.read(executed, as_version=4), output)
+    return output
