@@ -68,7 +68,7 @@ BOOK_TESTS = ("test_book.py", "test_browser.py")
 FILE_TIERS = {"test_book.py": "book", "test_browser.py": "browser", "test_slurm.py": "cluster",
               "test_perturbation.py": "notebook", "test_sweeps.py": "notebook",
               "test_fig2_fig3_notebooks.py": "notebook", "test_fig4_notebook.py": "notebook",
-              "test_theory_notebooks.py": "notebook"}
+              "test_theory_notebooks.py": "notebook", "test_install.py": "notebook"}
 TIERS = ("unit", "notebook", "book", "browser", "cluster")
 
 

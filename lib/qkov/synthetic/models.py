@@ -270,7 +270,7 @@ class Ensemble:
     (the rows of ``W_QK`` the query tokens read) ever receive gradient, a factorized OV
     circuit is applied as ``W_O (W_V h)`` without forming the product, and the updates of
     ``W_O``, ``W_V`` and ``W_K`` are folded into their gradient's matrix product. The
-    test suite checks it against autograd and against the trainer's earlier step.
+    test suite checks it against autograd, step after step.
     """
 
     def __init__(self, specs: list[ModelSpec], generators: list[torch.Generator]):
