@@ -140,3 +140,17 @@ def test_a_run_does_not_depend_on_the_number_of_workers():
     one = L.rows(L.train(L.Parameters(workers=1, **kw)))
     two = L.rows(L.train(L.Parameters(workers=2, **kw)))
     assert one == two
+
+
+def test_the_language_figures_share_the_condition_names_and_the_held_out_sets_are_seeded():
+    from qkov.figures import language_agreement as L
+    from qkov.language import pipelines
+
+    # one spelling: the real-data figures' two conditions are the agreement figure's first two
+    assert pipelines.CONDITIONS == ("matched", "faster QK") == tuple(L.CONDITIONS)[:2]
+    p = L.Parameters(test_sentences=8, max_modifiers=2)
+    sets = L.held_out_sets(p, 1)
+    assert sorted(sets) == [0, 1, 2]
+    for attractors, data in sets.items():
+        assert (data.n_attractors == attractors).all() and (data.n_modifiers == 2).all()
+        assert torch.equal(data.tokens, L.held_out_sets(p, 1)[attractors].tokens)

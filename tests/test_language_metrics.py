@@ -1,6 +1,6 @@
 """Language metrics on hand-computed cases: attention rollout on a two-layer, three-token
 example, attention on a rationale, ERASER comprehensiveness and sufficiency with a model of
-known outputs, the heatmap, accuracy, and SQuAD's F1 and exact match."""
+known outputs and its rationale ranked by rollout, the heatmap, accuracy, and SQuAD's F1 and exact match."""
 
 import numpy as np
 import pytest
@@ -10,13 +10,13 @@ from qkov.language.metrics import (
     accuracy,
     attention_probability_heatmap,
     attention_rollout,
-    comprehensiveness,
+    eraser,
+    eraser_rationale,
     exact_match,
     keep_tokens,
     normalize_answer,
     rationale_attention_mass,
     squad_scores,
-    sufficiency,
     token_f1,
     top_fraction_mask,
 )
@@ -72,25 +72,58 @@ def known_model(log):
     return predict_proba
 
 
+def attending(scores, readout):
+    """One layer, one head: the readout row of each example holds its ``scores``, every other
+    row attends to itself."""
+    B, T = scores.shape
+    attention = torch.eye(T, dtype=torch.float64).repeat(B, 1, 1)
+    attention[torch.arange(B), readout] = scores.double()
+    return [attention[:, None]]
+
+
 def test_comprehensiveness_and_sufficiency_by_hand():
     tokens = torch.tensor([[3, 7, 4, 5, 0], [7, 3, 0, 0, 0]])
     mask = tokens != 0
     labels = torch.tensor([1, 1])
-    scores = torch.tensor([[0.1, 0.6, 0.2, 0.1, 0.0], [0.3, 0.7, 0.0, 0.0, 0.0]])
+    readout = torch.tensor([4, 2])  # the first pad position
+    attentions = attending(torch.tensor([[0.1, 0.6, 0.2, 0.1, 0.0], [0.3, 0.7, 0.0, 0.0, 0.0]]),
+                           readout)
     log = []
     # top 5% of 4 or 2 real tokens is one token: token 7 in row 0, token 3 in row 1
-    comp = comprehensiveness(known_model(log), tokens, mask, labels, scores, 0.05)
-    torch.testing.assert_close(comp, torch.tensor([0.9 - 0.3, 0.9 - 0.9], dtype=torch.float64))
-    removed_tokens, removed_mask = log[1]
+    scores = eraser(known_model(log), tokens, mask, labels, attentions, readout, 0.05)
+    torch.testing.assert_close(scores["comprehensiveness"],
+                               torch.tensor([0.9 - 0.3, 0.9 - 0.9], dtype=torch.float64))
+    torch.testing.assert_close(scores["sufficiency"],
+                               torch.tensor([0.9 - 0.9, 0.9 - 0.3], dtype=torch.float64))
+    (full, _), (removed_tokens, removed_mask), (kept_tokens, _) = log
+    assert torch.equal(full, tokens)
     assert removed_tokens.tolist() == [[3, 4, 5, 0, 0], [7, 0, 0, 0, 0]]  # closed up, re-padded
     assert removed_mask.tolist() == [[True] * 3 + [False] * 2, [True] + [False] * 4]
-    log.clear()
-    suff = sufficiency(known_model(log), tokens, mask, labels, scores, 0.05)
-    torch.testing.assert_close(suff, torch.tensor([0.9 - 0.9, 0.9 - 0.3], dtype=torch.float64))
-    assert log[1][0].tolist() == [[7, 0, 0, 0, 0], [3, 0, 0, 0, 0]]
+    assert kept_tokens.tolist() == [[7, 0, 0, 0, 0], [3, 0, 0, 0, 0]]
     # scoring class 0 instead: the signs flip
-    comp0 = comprehensiveness(known_model([]), tokens, mask, torch.tensor([0, 0]), scores, 0.05)
+    comp0 = eraser(known_model([]), tokens, mask, torch.tensor([0, 0]), attentions, readout,
+                   0.05)["comprehensiveness"]
     torch.testing.assert_close(comp0, torch.tensor([-0.6, 0.0], dtype=torch.float64))
+
+
+def test_the_eraser_rationale_is_ranked_by_rollout_not_by_the_layer_mean():
+    """Two layers over tokens a, b, c and the readout's pad slot: in layer 2 the readout
+    attends to b (0.4) and c (0.6), and in layer 1 both b and c attend to a. The layer mean
+    from the readout ranks c first; the rollout, which follows the flow through b and c,
+    ranks a first (0.25 against 0.15 for c and 0.1 for b)."""
+    tokens = torch.tensor([[7, 3, 4, 0]])
+    mask = tokens != 0
+    readout = torch.tensor([3])
+    layer1 = torch.tensor([[1, 0, 0, 0], [1, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1]])
+    layer2 = torch.tensor([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0.4, 0.6, 0]])
+    attentions = [layer1.double()[None, None], layer2.double()[None, None]]
+    layer_mean = (layer1[3] + layer2[3]) / 2
+    assert top_fraction_mask(layer_mean[None], mask).tolist() == [[False, False, True, False]]
+    assert eraser_rationale(attentions, readout, mask).tolist() == [[True, False, False, False]]
+    # token 7 (a) decides the known model's class 1: removing a costs 0.6, keeping a suffices
+    scores = eraser(known_model([]), tokens, mask, torch.tensor([1]), attentions, readout)
+    assert scores["comprehensiveness"].item() == pytest.approx(0.6)
+    assert scores["sufficiency"].item() == pytest.approx(0.0)
 
 
 def test_top_fraction_takes_the_ceiling_of_real_tokens_and_breaks_ties_early():

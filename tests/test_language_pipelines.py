@@ -38,7 +38,7 @@ def published(figure_id, folder, extra):
 
 def check_classifier_rows(rows, seeds):
     assert [(r["condition"], r["seed"]) for r in rows] == [
-        (c, s) for s in seeds for c in ("matched", "faster_qk")]
+        (c, s) for s in seeds for c in ("matched", "faster QK")]
     for row in rows:
         assert all(0 <= row[key] <= 1 for key in RATES)
         assert -1 <= row["comprehensiveness"] <= 1 and -1 <= row["sufficiency"] <= 1
@@ -124,7 +124,7 @@ def test_squad_pipeline_generates_answers_and_scores_them(tmp_path):
     assert targets[-1] == tokenizer.eos_id and tokenizer.decode(targets).strip() == first.answer
     rows, heatmaps, predictions = language_squad.run(p, prepared, progress=False)
     assert [(r["condition"], r["seed"]) for r in rows] == [
-        (c, s) for s in p.seeds for c in ("matched", "faster_qk")]
+        (c, s) for s in p.seeds for c in ("matched", "faster QK")]
     for row in rows:
         assert 0 <= row["exact_match"] <= row["f1"] <= 1 and row["n_eval"] == 12
         assert all(0 <= row[f"attention_{m}"] <= 1 for m in ("rollout", "layer_mean", "layer_max"))

@@ -8,9 +8,11 @@ parameter at the base learning rate) and *faster QK* (W_Q, W_K and the embedding
 ``qk_multiplier`` times it, as the paper's faster-QK runs), and two controls that tell what
 the faster rate does where: *faster QK only* (W_Q, W_K alone at the multiplier) and *all
 faster* (every parameter at the multiplier). All are measured on held-out sets with a fixed
-number of modifiers and 0, 1, ... attractors: accuracy, attention on the subject from the readout position
-(rollout, layer mean, layer max), ERASER comprehensiveness and sufficiency at the top
-``eraser_fraction`` of tokens by attention, and the attention-vs-probability heatmap.
+number of modifiers and 0, 1, ... attractors: accuracy, attention on the subject from the
+readout position (rollout, layer mean, layer max), ERASER comprehensiveness and sufficiency
+at the top ``eraser_fraction`` of tokens by attention rollout
+(:func:`qkov.language.metrics.eraser`, as every language figure), and the
+attention-vs-probability heatmap.
 
 :class:`Parameters` are the notebook's; :func:`train` runs every (condition, seed);
 :func:`rows` are the stored records, :func:`summary_table` / :func:`attractor_table` the
@@ -29,14 +31,22 @@ from .. import pinned_threads
 from ..language import agreement
 from ..language.metrics import (
     ATTENTION_METHODS,
+    ERASER_FRACTION,
+    ERASER_MEASURES,
     accuracy,
     attention_probability_heatmap,
-    comprehensiveness,
+    eraser,
     rationale_attention_mass,
-    sufficiency,
 )
 from ..language.models import Decoder, DecoderConfig
-from ..language.train import TrainingSetup, train_classifier
+from ..language.train import (
+    ALL_FASTER,
+    FASTER_QK,
+    FASTER_QK_ONLY,
+    MATCHED,
+    TrainingSetup,
+    train_classifier,
+)
 from ..params import (
     FigureParameters,
     ParameterError,
@@ -50,7 +60,7 @@ from ..plotting import house_style, new_figure
 from ..processes import map_in_processes
 from ..seeding import derived_seed, init_generator
 from ..spec import FigureSpec
-from ..synthetic.metrics import interval_text, seed_interval
+from ..stats import interval_text, records_interval, seed_interval
 
 # The companion's own synthetic stand-in for the paper's section 5; it computes in its
 # `dtype` parameter (float64 by default: see the book's "Precision" section).
@@ -59,15 +69,16 @@ SPEC = FigureSpec(id="language-agreement", reproduces=None, page="book/language"
                   resources={"mem_mb": 4000, "runtime": 30})
 
 # condition: (multiplier of W_Q and W_K, of the embeddings, of every other parameter)
-CONDITIONS = {"matched": ("1", "1", "1"), "faster QK": ("m", "m", "1"),
-              "faster QK only": ("m", "1", "1"), "all faster": ("m", "m", "m")}
+# (the names are qkov.language.train's, shared with the real-data figures)
+CONDITIONS = {MATCHED: ("1", "1", "1"), FASTER_QK: ("m", "m", "1"),
+              FASTER_QK_ONLY: ("m", "1", "1"), ALL_FASTER: ("m", "m", "m")}
 
 
 def condition_list(name: str, value) -> list[str]:
     """A non-empty list of distinct condition names, "matched" first (the reference)."""
     if not isinstance(value, (list, tuple)) or not value \
             or any(not isinstance(c, str) or c not in CONDITIONS for c in value) \
-            or len(set(value)) != len(value) or value[0] != "matched":
+            or len(set(value)) != len(value) or value[0] != MATCHED:
         raise ParameterError(name, f"expected a list of distinct conditions from "
                              f"{list(CONDITIONS)}, \"matched\" first; got {value!r}")
     return list(value)
@@ -99,7 +110,7 @@ class Parameters(FigureParameters):
     batch_size: int = parameter(64, integer, minimum=1)
     lr: float = parameter(1e-3, number, above=0)  # AdamW base learning rate
     qk_multiplier: float = parameter(30.0, number, above=0)  # the conditions' multiplier m
-    eraser_fraction: float = parameter(0.05, number, above=0)  # top share of tokens (>= 1)
+    eraser_fraction: float = parameter(ERASER_FRACTION, number, above=0)  # top share (>= 1 token)
     workers: int = parameter(2, integer, minimum=1)  # training processes
     dtype: str = parameter("float64", dtype_name)  # float64: printed digits survive rounding
     artifacts_dir: str | None = parameter(None, optional_path)
@@ -133,7 +144,7 @@ def setup(p: Parameters, condition: str, seed: int) -> TrainingSetup:
                          grad_clip=1.0, seed=seed)
 
 
-def test_sets(p: Parameters, seed: int) -> dict[int, agreement.AgreementData]:
+def held_out_sets(p: Parameters, seed: int) -> dict[int, agreement.AgreementData]:
     """Held-out sentences with ``max_modifiers`` modifiers (a fixed distance) and each
     attractor count 0..max_modifiers."""
     return {a: agreement.generate(p.test_sentences, derived_seed(seed, "eval") + a,
@@ -154,15 +165,11 @@ def evaluate(model, data: agreement.AgreementData, fraction: float) -> dict:
         attention = {m: rationale_attention_mass(out.attentions, data.rationale, readout,
                                                  data.attention_mask, m).numpy()
                      for m in ATTENTION_METHODS}
-        # The top tokens by the readout's attention (layer mean over heads), as the paper.
-        rows = torch.arange(len(data))
-        scores = torch.stack([a.mean(1)[rows, readout] for a in out.attentions]).mean(0)
-        args = (predict_proba, data.tokens, data.attention_mask, data.labels, scores, fraction,
-                agreement.VOCABULARY.pad_id)
+        scores = eraser(predict_proba, data.tokens, data.attention_mask, data.labels,
+                        out.attentions, readout, fraction, agreement.VOCABULARY.pad_id)
         return {"accuracy": accuracy(out.logits, data.labels),
                 "probability": probability.numpy(), "attention": attention,
-                "comprehensiveness": comprehensiveness(*args).numpy(),
-                "sufficiency": sufficiency(*args).numpy()}
+                **{m: scores[m].numpy() for m in ERASER_MEASURES}}
 
 
 def train_one(p: Parameters, condition: str, seed: int) -> dict:
@@ -184,7 +191,7 @@ def _train_one(p: Parameters, condition: str, seed: int) -> dict:
     # Training runs in float64 by default: at the faster QK rates float32 rounding is
     # amplified until the printed digits depend on the CPU (the book's reproducibility page).
     model = Decoder(model_config(p), generator=init_generator(seed)).to(DTYPES[p.dtype])
-    tests = test_sets(p, seed)
+    tests = held_out_sets(p, seed)
 
     def accuracies(model):  # after every epoch, on each held-out set
         return [accuracy(model(t.tokens, t.attention_mask).logits, t.labels)
@@ -228,14 +235,6 @@ def rows(results: list[dict]) -> list[dict]:
     return out
 
 
-def _over_seeds(records, condition, measure, attractors=None):
-    values = {}
-    for r in records:
-        if r["condition"] == condition and (attractors is None or r["attractors"] == attractors):
-            values.setdefault(r["seed"], []).append(r[measure])
-    return seed_interval([np.mean(v) for v in values.values()])
-
-
 SUMMARY_COLUMNS = ("condition", "accuracy", "attention_rollout", "attention_layer_mean",
                    "attention_layer_max", "comprehensiveness", "sufficiency")
 
@@ -246,7 +245,7 @@ def _conditions(records) -> list[str]:
 
 def summary_table(records) -> list[dict]:
     """Per condition, every held-out set together: mean over seeds ± 95% interval."""
-    return [{"condition": c, **{m: interval_text(*_over_seeds(records, c, m))
+    return [{"condition": c, **{m: interval_text(*records_interval(records, m, condition=c))
                                 for m in SUMMARY_COLUMNS[1:]}} for c in _conditions(records)]
 
 
@@ -263,13 +262,13 @@ def attractor_table(records) -> list[dict]:
         pick = {(r["condition"], r["seed"]): r for r in records if r["attractors"] == a}
         for c in _conditions(records):
             seeds = sorted(s for cond, s in pick if cond == c)
-            gap = [pick[c, s]["attention_rollout"] - pick["matched", s]["attention_rollout"]
+            gap = [pick[c, s]["attention_rollout"] - pick[MATCHED, s]["attention_rollout"]
                    for s in seeds]
             table.append({"attractors": a, "condition": c,
-                          "accuracy": interval_text(*_over_seeds(records, c, "accuracy", a)),
-                          "attention_rollout": interval_text(
-                              *_over_seeds(records, c, "attention_rollout", a)),
-                          "gap_to_matched": "-" if c == "matched"
+                          **{m: interval_text(*records_interval(records, m, condition=c,
+                                                                attractors=a))
+                             for m in ("accuracy", "attention_rollout")},
+                          "gap_to_matched": "-" if c == MATCHED
                           else interval_text(*seed_interval(gap))})
     return table
 
@@ -312,9 +311,9 @@ def heatmap_cells(maps) -> list[dict]:
 
 # --- the figure ---------------------------------------------------------------------------
 
-COLORS = {"matched": "#440154", "faster QK": "#35b779", "faster QK only": "#31688e",
-          "all faster": "#fde725"}
-MARKERS = {"matched": "o", "faster QK": "s", "faster QK only": "^", "all faster": "D"}
+COLORS = {MATCHED: "#440154", FASTER_QK: "#35b779", FASTER_QK_ONLY: "#31688e",
+          ALL_FASTER: "#fde725"}
+MARKERS = {MATCHED: "o", FASTER_QK: "s", FASTER_QK_ONLY: "^", ALL_FASTER: "D"}
 
 
 def plot(records, maps, results):
@@ -338,7 +337,8 @@ def plot(records, maps, results):
                                        (axes[1], "attention_rollout", "-"),
                                        (axes[2], "comprehensiveness", "-"),
                                        (axes[2], "sufficiency", "--")):
-                stats = [_over_seeds(records, c, measure, a) for a in attractors]
+                stats = [records_interval(records, measure, condition=c, attractors=a)
+                         for a in attractors]
                 ax.errorbar(attractors, [s[0] for s in stats], yerr=[s[1] for s in stats],
                             color=COLORS[c], linestyle=style, marker=MARKERS[c], capsize=3,
                             markeredgecolor="black", markeredgewidth=0.5,

@@ -2,7 +2,9 @@
 decoder classifies posts as hate speech, offensive or normal; faster-QK training (``W_Q``,
 ``W_K`` and the embeddings at 30x the base learning rate) against matched learning rates,
 seeds 1234-1238; accuracy, attention on the annotators' rationales, ERASER
-comprehensiveness and sufficiency, and attention-vs-probability heatmaps on the test split.
+comprehensiveness and sufficiency (the top ``top_fraction`` of the tokens by attention
+rollout, :func:`qkov.language.metrics.eraser`), and attention-vs-probability heatmaps on
+the test split.
 
 The data cannot be downloaded on the project's machines: with ``hatexplain_dir`` not given
 (the notebook's default) :func:`data_missing` prints where to get it and the command to run,
@@ -17,6 +19,7 @@ from pathlib import Path
 
 from ..language import pipelines as L
 from ..language.data import HATEXPLAIN_LABELS, HateXplainData, load_hatexplain
+from ..language.metrics import ERASER_FRACTION
 from ..language.models import DecoderConfig
 from ..language.tokenizers import BERT_VOCAB_SIZE, Tokenizer, train_wordpiece
 from ..params import (
@@ -60,7 +63,7 @@ class Parameters(FigureParameters):
     n_heads: int = parameter(4, integer, minimum=1)
     d_head: int = parameter(64, integer, minimum=1)
     d_mlp: int = parameter(256, integer, minimum=0)
-    top_fraction: float = parameter(0.05, number, above=0)  # ERASER top-k share
+    top_fraction: float = parameter(ERASER_FRACTION, number, above=0)  # ERASER top-k share
     train_limit: int | None = parameter(None, L.optional_count)  # first N training posts
     device: str = parameter("auto", L.device_name)
     artifacts_dir: str | None = parameter(None, optional_path)
@@ -148,7 +151,7 @@ SHOWN = ["accuracy", "attention_rollout", "attention_layer_mean", "attention_lay
          "comprehensiveness", "sufficiency"]
 
 
-def plot(rows, heatmaps, top_fraction: float = 0.05):
+def plot(rows, heatmaps, top_fraction: float = ERASER_FRACTION):
     return L.plot_classifier(rows, heatmaps, top_fraction=top_fraction,
                              title="HateXplain (paper section 5): faster QK vs "
                                    "matched learning rates, test split")

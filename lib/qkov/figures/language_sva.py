@@ -4,7 +4,8 @@ to its main verb and predicts the verb's number (VBZ / VBP); faster-QK training 
 ``W_K`` and the embeddings at 100x the base learning rate, SGD with momentum 0.99) against
 matched learning rates, seeds 1234-1238, trained on a random 10% of the sentences (Linzen et
 al.'s split) and tested on the rest. Measured: accuracy (overall and by number of attractors),
-attention from the readout on the subject, ERASER scores, heatmaps.
+attention from the readout on the subject, ERASER scores (the top ``top_fraction`` of the
+tokens by attention rollout, :func:`qkov.language.metrics.eraser`), heatmaps.
 
 The rationale is "subject and verb": the model reads out at the verb's own position (the
 first slot after the prefix), so the attention measured is the readout's - the verb's - on
@@ -22,6 +23,7 @@ import numpy as np
 
 from ..language import pipelines as L
 from ..language.data import AGREEMENT_LABELS, AgreementData, load_agreement
+from ..language.metrics import ERASER_FRACTION
 from ..language.models import DecoderConfig
 from ..language.tokenizers import Tokenizer, train_word_level
 from ..params import (
@@ -66,7 +68,7 @@ class Parameters(FigureParameters):
     d_model: int = parameter(64, integer, minimum=1)
     n_heads: int = parameter(4, integer, minimum=1)
     d_head: int = parameter(64, integer, minimum=1)
-    top_fraction: float = parameter(0.05, number, above=0)  # ERASER top-k share
+    top_fraction: float = parameter(ERASER_FRACTION, number, above=0)  # ERASER top-k share
     example_limit: int | None = parameter(None, L.optional_count)  # first N rows of the file
     test_limit: int | None = parameter(None, L.optional_count)  # first N test examples
     device: str = parameter("auto", L.device_name)
@@ -162,7 +164,7 @@ SHOWN = ["accuracy", "attention_rollout", "attention_layer_mean", "attention_lay
          "comprehensiveness", "sufficiency"]
 
 
-def plot(rows, heatmaps, top_fraction: float = 0.05):
+def plot(rows, heatmaps, top_fraction: float = ERASER_FRACTION):
     return L.plot_classifier(rows, heatmaps, top_fraction=top_fraction,
                              title="Subject-verb agreement, Linzen et al. data (paper "
                                    "section 5): faster QK vs matched learning rates")

@@ -2,9 +2,11 @@
 
 * Attention on rationale tokens from the readout position: :func:`attention_rollout`
   (Abnar & Zuidema 2020) and the per-layer mean / max in :func:`rationale_attention_mass`.
-* ERASER faithfulness (DeYoung et al. 2020) at the top-k% tokens by a score (the paper: top
-  5% by attention): :func:`comprehensiveness` = p(y|x) - p(y|x without the top tokens),
-  :func:`sufficiency` = p(y|x) - p(y|only the top tokens). As in ERASER, tokens are
+* ERASER faithfulness (DeYoung et al. 2020), :func:`eraser`, the one definition every
+  language figure uses: comprehensiveness = p(y|x) - p(y|x without r_k) and sufficiency =
+  p(y|x) - p(y|r_k only), where the rationale r_k is the top ``fraction`` (default 5%) of
+  the tokens ranked by attention rollout from the readout position
+  (:func:`eraser_rationale`), as the authors' notebooks rank them. As in ERASER, tokens are
   *removed*: the remaining tokens close up in their original order and the row is padded on
   the right again (so positions shift, as they do when words are deleted from a text).
 * :func:`attention_probability_heatmap`: the 2-D histogram of attention on the rationale
@@ -94,9 +96,12 @@ def rationale_attention_mass(attentions: Sequence[torch.Tensor], rationale_mask:
 
 # --- ERASER comprehensiveness and sufficiency --------------------------------------------
 
+ERASER_FRACTION = 0.05  # the authors' notebooks: the top 5% of the tokens
+ERASER_MEASURES = ("comprehensiveness", "sufficiency")
+
 
 def top_fraction_mask(scores: torch.Tensor, attention_mask: torch.Tensor,
-                      fraction: float = 0.05) -> torch.Tensor:
+                      fraction: float = ERASER_FRACTION) -> torch.Tensor:
     """[B, T] bool: per row, the ceil(``fraction`` x real tokens) real tokens with the highest
     ``scores`` (at least one; ties broken towards the earlier position)."""
     if not 0 < fraction <= 1:
@@ -129,34 +134,41 @@ def keep_tokens(tokens: torch.Tensor, attention_mask: torch.Tensor, keep: torch.
 ProbabilityFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
+def eraser_rationale(attentions: Sequence[torch.Tensor], readout_index: torch.Tensor,
+                     attention_mask: torch.Tensor, fraction: float = ERASER_FRACTION
+                     ) -> torch.Tensor:
+    """[B, T] bool: the rationale r_k that :func:`eraser` scores, per row the top
+    ``fraction`` of the real tokens (:func:`top_fraction_mask`) ranked by the readout
+    position's row of :func:`attention_rollout`, padding dropped."""
+    rows = torch.arange(len(readout_index), device=readout_index.device)
+    scores = attention_rollout(attentions, attention_mask)[rows, readout_index]
+    return top_fraction_mask(scores, attention_mask, fraction)
+
+
 def _true_class_probability(predict_proba: ProbabilityFn, tokens, mask, labels) -> torch.Tensor:
     probs = predict_proba(tokens, mask)
     return probs.gather(1, labels[:, None]).squeeze(1)
 
 
-def comprehensiveness(predict_proba: ProbabilityFn, tokens: torch.Tensor,
-                      attention_mask: torch.Tensor, labels: torch.Tensor, scores: torch.Tensor,
-                      fraction: float = 0.05, pad_id: int = 0) -> torch.Tensor:
-    """p(y|x) - p(y|x with its top-``fraction`` tokens by ``scores`` removed), [B].
-    ``predict_proba(tokens, attention_mask)`` returns class probabilities [B, C]; ``labels``
-    is the class y scored (the true class, as the paper)."""
-    top = top_fraction_mask(scores, attention_mask, fraction)
-    full = _true_class_probability(predict_proba, tokens, attention_mask, labels)
-    rest = _true_class_probability(predict_proba, *keep_tokens(tokens, attention_mask, ~top, pad_id),
-                                   labels)
-    return full - rest
+def eraser(predict_proba: ProbabilityFn, tokens: torch.Tensor, attention_mask: torch.Tensor,
+           labels: torch.Tensor, attentions: Sequence[torch.Tensor], readout_index: torch.Tensor,
+           fraction: float = ERASER_FRACTION, pad_id: int = 0) -> dict[str, torch.Tensor]:
+    """ERASER comprehensiveness and sufficiency, [B] each (keys :data:`ERASER_MEASURES`):
 
+        comprehensiveness = p(y|x) - p(y|x without r_k)   (higher: r_k mattered)
+        sufficiency       = p(y|x) - p(y|r_k only)         (lower: r_k suffices)
 
-def sufficiency(predict_proba: ProbabilityFn, tokens: torch.Tensor, attention_mask: torch.Tensor,
-                labels: torch.Tensor, scores: torch.Tensor, fraction: float = 0.05,
-                pad_id: int = 0) -> torch.Tensor:
-    """p(y|x) - p(y|only the top-``fraction`` tokens by ``scores``), [B] (lower: the top
-    tokens suffice)."""
-    top = top_fraction_mask(scores, attention_mask, fraction)
+    r_k is :func:`eraser_rationale`: the top ``fraction`` of each row's real tokens by
+    attention rollout from the readout position, computed from ``attentions`` (the model's
+    per-layer attention on the input, [B, H, T, T]) and ``readout_index`` ([B]).
+    ``predict_proba(tokens, attention_mask)`` returns class probabilities [B, C];
+    ``labels`` is the class y scored (the true class)."""
+    rationale = eraser_rationale(attentions, readout_index, attention_mask, fraction)
     full = _true_class_probability(predict_proba, tokens, attention_mask, labels)
-    only = _true_class_probability(predict_proba, *keep_tokens(tokens, attention_mask, top, pad_id),
-                                   labels)
-    return full - only
+    without = keep_tokens(tokens, attention_mask, ~rationale, pad_id)
+    only = keep_tokens(tokens, attention_mask, rationale, pad_id)
+    return {"comprehensiveness": full - _true_class_probability(predict_proba, *without, labels),
+            "sufficiency": full - _true_class_probability(predict_proba, *only, labels)}
 
 
 # --- heatmaps and accuracy ----------------------------------------------------------------

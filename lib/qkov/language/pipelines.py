@@ -3,9 +3,11 @@
 records, training faster-QK and matched-learning-rate models over seeds, measuring them and
 drawing the comparison.
 
-Two conditions per seed, from the same initial weights: ``matched`` (every parameter at the
-base learning rate) and ``faster_qk`` (``W_Q``, ``W_K`` - and, where the paper says so, the
-embeddings - at a multiple of it).
+Two conditions per seed (:data:`CONDITIONS`, spelt as in :mod:`qkov.language.train`), from
+the same initial weights: "matched" (every parameter at the base learning rate) and
+"faster QK" (``W_Q``, ``W_K`` - and, where the paper says so, the embeddings - at a multiple
+of it). ERASER scores are :func:`qkov.language.metrics.eraser`'s, as in every language
+figure.
 """
 
 from __future__ import annotations
@@ -23,18 +25,17 @@ from ..plotting import house_style, new_figure
 from .batches import TokenBatch
 from .metrics import (
     ATTENTION_METHODS,
+    ERASER_FRACTION,
     attention_probability_heatmap,
-    attention_rollout,
-    comprehensiveness,
+    eraser,
     rationale_attention_mass,
-    sufficiency,
 )
 from .models import Decoder, DecoderConfig
-from .train import TrainingSetup, resolve_device, train_classifier
+from .train import FASTER_QK, MATCHED, TrainingSetup, resolve_device, train_classifier
 
-CONDITIONS = ("matched", "faster_qk")
-CONDITION_LABELS = {"matched": "matched learning rates", "faster_qk": "faster QK"}
-CONDITION_COLORS = {"matched": "#7570b3", "faster_qk": "#d95f02"}
+CONDITIONS = (MATCHED, FASTER_QK)
+CONDITION_LABELS = {MATCHED: "matched learning rates", FASTER_QK: "faster QK"}
+CONDITION_COLORS = {MATCHED: "#7570b3", FASTER_QK: "#d95f02"}
 
 # Where a reader gets each data set (none can be downloaded on the project's machines).
 SOURCES = {
@@ -103,21 +104,21 @@ def padded_batch(rows: Sequence[Sequence[int]], width: int, pad_id: int = 0, *,
 def setups(base: Mapping, qk_multiplier: float, embedding_multiplier: float, seed: int
            ) -> dict[str, TrainingSetup]:
     """The two conditions' training setups for one seed."""
-    return {"matched": TrainingSetup(**base, seed=seed),
-            "faster_qk": TrainingSetup(**base, seed=seed, qk_multiplier=qk_multiplier,
-                                       embedding_multiplier=embedding_multiplier)}
+    return {MATCHED: TrainingSetup(**base, seed=seed),
+            FASTER_QK: TrainingSetup(**base, seed=seed, qk_multiplier=qk_multiplier,
+                                     embedding_multiplier=embedding_multiplier)}
 
 
 # --- classifiers: HateXplain and agreement ------------------------------------------------
 
 
 @torch.no_grad()
-def evaluate_classifier(model: Decoder, data: TokenBatch, fraction: float = 0.05,
+def evaluate_classifier(model: Decoder, data: TokenBatch, fraction: float = ERASER_FRACTION,
                         batch_size: int = 256) -> dict[str, np.ndarray]:
     """Per test example: correct, probability of the true class, attention mass on the
     rationale from the readout position (rollout, layer mean, layer max), whether it has a
-    rationale, and ERASER comprehensiveness / sufficiency at the top ``fraction`` tokens by
-    rollout attention from the readout position."""
+    rationale, and ERASER comprehensiveness / sufficiency (:func:`~qkov.language.metrics.eraser`:
+    the top ``fraction`` of the tokens by rollout attention from the readout position)."""
     model.eval()
     device = next(model.parameters()).device
     pad_id = model.config.pad_id
@@ -139,11 +140,8 @@ def evaluate_classifier(model: Decoder, data: TokenBatch, fraction: float = 0.05
         for method in ATTENTION_METHODS:
             found[f"attention_{method}"] = rationale_attention_mass(
                 out.attentions, chunk.rationale, out.readout_index, chunk.attention_mask, method)
-        scores = attention_rollout(out.attentions, chunk.attention_mask)[rows, out.readout_index]
-        found["comprehensiveness"] = comprehensiveness(
-            predict_proba, chunk.tokens, chunk.attention_mask, chunk.labels, scores, fraction, pad_id)
-        found["sufficiency"] = sufficiency(
-            predict_proba, chunk.tokens, chunk.attention_mask, chunk.labels, scores, fraction, pad_id)
+        found.update(eraser(predict_proba, chunk.tokens, chunk.attention_mask, chunk.labels,
+                            out.attentions, out.readout_index, fraction, pad_id))
         for name, value in found.items():
             parts.setdefault(name, []).append(value.double().cpu().numpy())
     return {name: np.concatenate(values) for name, values in parts.items()}
@@ -200,7 +198,7 @@ def heatmap_rows(heatmaps: Mapping[str, np.ndarray]) -> list[dict]:
 
 
 def condition_means(rows: Sequence[Mapping], keys: Sequence[str]) -> list[dict]:
-    """Per condition: the mean and the seeds' spread (min, max) of each key."""
+    """Per condition: the number of seeds and the mean over them of each key (NaN ignored)."""
     out = []
     for condition in CONDITIONS:
         picked = [r for r in rows if r["condition"] == condition]
@@ -227,7 +225,7 @@ def bars(ax, rows, keys, labels):
 
 
 def plot_classifier(rows: Sequence[Mapping], heatmaps: Mapping[str, np.ndarray], title: str,
-                    top_fraction: float = 0.05):
+                    top_fraction: float = ERASER_FRACTION):
     """Top: accuracy; attention on the rationale (three ways); ERASER scores. Bottom: per
     condition the attention-vs-probability heatmap (percent of test examples)."""
     with house_style():
@@ -243,7 +241,7 @@ def plot_classifier(rows: Sequence[Mapping], heatmaps: Mapping[str, np.ndarray],
         axes[1].set_title("(b) attention from the readout on the rationale")
         bars(axes[2], rows, ["comprehensiveness", "sufficiency"],
               ["comprehensiveness", "sufficiency"])
-        axes[2].set_title(f"(c) ERASER, top {100 * top_fraction:g}% tokens by attention")
+        axes[2].set_title(f"(c) ERASER, top {100 * top_fraction:g}% tokens by rollout")
         axes[2].axhline(0, color="black", linewidth=0.6)
         axes[1].legend(loc="upper right", fontsize=8)
         heatmap_panels(bottom, heatmaps, "de", "attention on the rationale (rollout)",

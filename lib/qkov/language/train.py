@@ -26,6 +26,16 @@ from .models import OPTIMIZERS, SCHEDULES, make_optimizer, make_schedule
 
 DEVICES = ("cpu", "cuda", "auto")
 
+# The learning-rate conditions the language figures compare, spelt once for all of them
+# (they are the "condition" values of the printed and stored tables): every parameter at
+# the base learning rate; W_Q, W_K (and, where the figure says so, the embeddings) at a
+# multiple of it; and language-agreement's two controls, W_Q, W_K alone at the multiple and
+# every parameter at it.
+MATCHED = "matched"
+FASTER_QK = "faster QK"
+FASTER_QK_ONLY = "faster QK only"
+ALL_FASTER = "all faster"
+
 
 @dataclass(frozen=True)
 class TrainingSetup:
