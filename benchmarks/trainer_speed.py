@@ -36,7 +36,7 @@ from torch import nn
 from qkov import artifacts, seeding
 from qkov.figures import paper_fig2
 from qkov.synthetic import models, tasks
-from qkov.synthetic import train as T
+from qkov.synthetic import train as trainer
 
 V = tasks.VOCAB
 
@@ -97,14 +97,14 @@ def baseline_rate(runs, steps: int) -> float:
 
 def shortened(runs, steps: int):
     """The runs, each for exactly ``steps`` steps (one epoch, no early stop)."""
-    return [T.RunConfig(r.name, r.model, r.seed, 1, steps, r.lr_qk, r.lr_ov, r.qk_ramp,
+    return [trainer.RunConfig(r.name, r.model, r.seed, 1, steps, r.lr_qk, r.lr_ov, r.qk_ramp,
                         r.batch_size, r.T) for r in runs]
 
 
 def trainer_rate(runs, steps: int, workers: int = 1) -> float:
     runs = shortened(runs, steps)
     start = time.perf_counter()
-    T.train(runs, progress=False, workers=workers)
+    trainer.train(runs, progress=False, workers=workers)
     return len(runs) * steps / (time.perf_counter() - start)
 
 
@@ -126,7 +126,7 @@ def step_breakdown(runs, steps: int = 200) -> dict:
     keys = list(dict.fromkeys(r.stream_key for r in runs))
     streams = [tasks.DataStream(seeding.derived_seed(s, "data"), t, b, pc)
                for s, t, b, pc in keys]
-    group = T._Group(runs, list(range(len(runs))))
+    group = trainer._Group(runs, list(range(len(runs))))
     member_streams = [keys.index(c.stream_key) for c in group.configs]
 
     start = time.perf_counter()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from qkov.language import data as D
-from qkov.language import tokenizers as T
+from qkov.language import tokenizers
 
 # --- writers of small files in the real formats (also used by test_language_pipelines) ---
 
@@ -307,7 +307,7 @@ def test_a_glove_line_of_the_wrong_width_is_named(tmp_path):
 
 def test_wordpiece_keeps_each_token_s_word_for_the_rationale():
     posts = [["the", "dogs", "barked", "loudly"], ["Dogs", "bark", "at", "cats!"]] * 5
-    tok = T.train_wordpiece(posts, vocab_size=300)
+    tok = tokenizers.train_wordpiece(posts, vocab_size=300)
     assert tok.pad_id == 0 and tok.unk_id == 1
     enc = tok.encode_words(["Dogs", "barked", "cats!"])
     assert len(enc.ids) == len(enc.word_ids) and enc.word_ids[0] == 0 and enc.word_ids[-1] == 2
@@ -315,10 +315,10 @@ def test_wordpiece_keeps_each_token_s_word_for_the_rationale():
 
 
 def test_word_level_and_byte_bpe_tokenizers():
-    words = T.train_word_level([["the", "dog", "barks"], ["the", "dogs", "NN"]])
+    words = tokenizers.train_word_level([["the", "dog", "barks"], ["the", "dogs", "NN"]])
     assert words.encode_words(["the", "dogs", "unseen"]).ids[2] == words.unk_id
     texts = ["Q: Who were the Normans? C: The Normans were people. A: people"] * 10
-    bpe = T.train_byte_bpe(texts, vocab_size=300)
+    bpe = tokenizers.train_byte_bpe(texts, vocab_size=300)
     assert bpe.eos_id is not None and bpe.unk_id is None
     text = "Q: who? C: Zürich 🙂 A:"
     enc = bpe.encode(text)

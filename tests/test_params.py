@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from qkov import params as P
 from qkov.figures import paper_fig4
-from qkov.theory import reduced as T
+from qkov.params import ParameterError, collect
+from qkov.theory import reduced
 
 # The figure's own defaults (tests/test_figure_parameters.py checks the notebook's cell
 # declares the same): a copy here would only test itself.
@@ -22,36 +22,36 @@ def namespace(**overrides):
 
 
 def test_collect_returns_the_declared_parameters_only():
-    got = P.collect(namespace(), paper_fig4.Parameters.names())
+    got = collect(namespace(), paper_fig4.Parameters.names())
     assert got == FIG4_DEFAULTS
 
 
 def test_collect_refuses_an_unknown_name_and_lists_the_allowed_ones():
-    with pytest.raises(P.ParameterError) as err:
-        P.collect(namespace(ratio=3), paper_fig4.Parameters.names())
+    with pytest.raises(ParameterError) as err:
+        collect(namespace(ratio=3), paper_fig4.Parameters.names())
     assert "'ratio'" in str(err.value) and "unknown parameter" in str(err.value)
     assert "ratios" in str(err.value) and "target_loss" in str(err.value)
 
 
 def test_collect_survives_a_rerun_in_a_live_kernel():
     ns = namespace()
-    P.collect(ns, paper_fig4.Parameters.names())
+    collect(ns, paper_fig4.Parameters.names())
     ns["trajectories"] = []  # defined by a later cell
     ns["M"] = 30  # the reader edits a parameter and re-runs
-    assert P.collect(ns, paper_fig4.Parameters.names())["M"] == 30
+    assert collect(ns, paper_fig4.Parameters.names())["M"] == 30
 
 
 def test_collect_reports_a_missing_parameter():
     ns = namespace()
     del ns["per_decade"]
-    with pytest.raises(P.ParameterError, match="'per_decade'.*missing"):
-        P.collect(ns, paper_fig4.Parameters.names())
+    with pytest.raises(ParameterError, match="'per_decade'.*missing"):
+        collect(ns, paper_fig4.Parameters.names())
 
 
 def test_defaults_validate_and_derive_the_setting_and_thresholds():
     d = FIG4_DEFAULTS
     p = paper_fig4.Parameters(**d)
-    assert p.setting == T.Setting(d["m"], d["n"], d["b"], d["M"])
+    assert p.setting == reduced.Setting(d["m"], d["n"], d["b"], d["M"])
     assert p.thresholds[0] == d["loss_max"] and p.thresholds[-1] == d["target_loss"]
 
 
@@ -75,7 +75,7 @@ def test_defaults_validate_and_derive_the_setting_and_thresholds():
     ],
 )
 def test_bad_values_name_the_parameter_and_what_is_allowed(overrides, name, words):
-    with pytest.raises(P.ParameterError) as err:
+    with pytest.raises(ParameterError) as err:
         paper_fig4.Parameters(**{**FIG4_DEFAULTS, **overrides})
     assert err.value.name == name
     assert f"parameter {name!r}" in str(err.value) and words in str(err.value)

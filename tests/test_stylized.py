@@ -7,11 +7,11 @@ import torch
 
 from qkov.circuits import effective
 from qkov.params import ParameterError
-from qkov.theory import reduced as T
+from qkov.theory import reduced
 from qkov.theory import stylized as S
 
-PAPER = S.StylizedModel(T.Setting(m=5, n=50, b=50, M=20))
-SMALL = S.StylizedModel(T.Setting(m=2, n=7, b=3.5, M=4))
+PAPER = S.StylizedModel(reduced.Setting(m=5, n=50, b=50, M=20))
+SMALL = S.StylizedModel(reduced.Setting(m=2, n=7, b=3.5, M=4))
 POINTS = [(0.0, 0.0), (3.0, 0.5), (40.0, 2.0), (80.0, -1.0), (12.0, 6.0)]
 
 
@@ -29,9 +29,9 @@ def test_on_the_set_loss_and_attention_are_the_reduced_models(model):
         p = model.on_set(mu_ov, mu_qk)
         assert model.coordinates(p) == pytest.approx((mu_ov, mu_qk), rel=1e-13, abs=1e-13)
         assert float(model.loss(p)) == pytest.approx(
-            float(T.loss(mu_ov, mu_qk, model.setting)), rel=1e-12)
+            float(reduced.loss(mu_ov, mu_qk, model.setting)), rel=1e-12)
         assert model.attention_mass(p) == pytest.approx(
-            float(T.attention_mass(mu_qk, model.setting)), rel=1e-12)
+            float(reduced.attention_mass(mu_qk, model.setting)), rel=1e-12)
 
 
 @pytest.mark.parametrize("model", [PAPER, SMALL], ids=["paper", "small"])
@@ -43,21 +43,21 @@ def test_full_matrix_gradients_are_the_odes_right_hand_sides(model):
     # rel 1e-6: where the loss is ~1e-8, softmax probabilities next to 1 carry ~8 digits;
     # points with a smaller loss carry too few to compare.
     for mu_ov, mu_qk in POINTS:
-        if T.loss(mu_ov, mu_qk, model.setting) < 1e-8:
+        if reduced.loss(mu_ov, mu_qk, model.setting) < 1e-8:
             continue
         _, g = S.gradients(model, model.on_set(mu_ov, mu_qk))
         along_ov = float((g["W_OV"] * u).sum()) / (model.M - 1)
         along_qk = float((g["W_QK"] * v).sum()) / model.M
         assert torch.linalg.norm(g["W_OV"] - along_ov * u) <= 1e-6 * torch.linalg.norm(g["W_OV"])
         assert torch.linalg.norm(g["W_QK"] - along_qk * v) <= 1e-6 * torch.linalg.norm(g["W_QK"])
-        d_ov, d_qk = T.rhs(mu_ov, mu_qk, model.setting, eta_ov, eta_qk)
+        d_ov, d_qk = reduced.rhs(mu_ov, mu_qk, model.setting, eta_ov, eta_qk)
         assert model.s * -eta_ov * along_ov == pytest.approx(d_ov, rel=1e-6, abs=1e-300)
         assert model.s**2 * -eta_qk * along_qk == pytest.approx(d_qk, rel=1e-6, abs=1e-300)
 
 
 def test_full_batch_descent_follows_the_ode_and_keeps_the_invariant():
     run = S.descend(SMALL, "CACO", 1.0, 2.0, target_loss=0.05, step_fraction=2e-4)
-    tr = T.integrate_until(SMALL.setting, 1.0, 2.0, 0.05)
+    tr = reduced.integrate_until(SMALL.setting, 1.0, 2.0, 0.05)
     ode = tr.sample(np.minimum(run.t, tr.tau[-1]))
     assert run.distance.max() < 1e-12
     for name in ("mu_ov", "mu_qk"):
@@ -66,14 +66,14 @@ def test_full_batch_descent_follows_the_ode_and_keeps_the_invariant():
         assert np.max(np.abs(getattr(run, name) / ode[name] - 1)) < 1e-2
     # The conserved relation of the closed form holds along the descent: its drift is small
     # against the size of its terms (kappa mu_ov^2).
-    drift = T.invariant(run.mu_ov, run.mu_qk, SMALL.setting, 2.0)
-    size = np.abs(T.invariant(run.mu_ov, 0.0, SMALL.setting, 2.0)).max()
+    drift = reduced.invariant(run.mu_ov, run.mu_qk, SMALL.setting, 2.0)
+    size = np.abs(reduced.invariant(run.mu_ov, 0.0, SMALL.setting, 2.0)).max()
     assert np.abs(drift).max() < 1e-3 * size
 
 
 def test_minibatch_descent_leaves_the_set_but_stays_near_the_ode():
     run = S.descend(SMALL, "CACO", 1.0, 2.0, target_loss=0.05, batch_size=2, seed=3)
-    tr = T.integrate_until(SMALL.setting, 1.0, 2.0, 0.05)
+    tr = reduced.integrate_until(SMALL.setting, 1.0, 2.0, 0.05)
     ode = tr.sample(np.minimum(run.t, tr.tau[-1]))
     assert run.distance[-1] > 1e-6  # random batches break the symmetry ...
     assert np.max(np.abs(run.alpha / ode["alpha"] - 1)) < 0.1  # ... a little
@@ -135,18 +135,18 @@ def test_factorized_rate_on_the_set_is_the_factor_rate_times_the_collapsed_rate(
         stepped = {k: w - h * eta * g[k] for k, w in p.items()}
         new_ov, new_qk = model.coordinates(stepped)
         offsets = (ov_factors[0] ** 2 - ov_factors[1] ** 2, qk_factors[0] ** 2 - qk_factors[1] ** 2)
-        k_ov, k_qk = T.rate_multipliers(mu_ov, mu_qk, model.setting, "FAFO", offsets)
-        d_ov, d_qk = T.rhs(mu_ov, mu_qk, model.setting, eta, eta)
+        k_ov, k_qk = reduced.rate_multipliers(mu_ov, mu_qk, model.setting, "FAFO", offsets)
+        d_ov, d_qk = reduced.rhs(mu_ov, mu_qk, model.setting, eta, eta)
         assert (new_ov - mu_ov) / h == pytest.approx(k_ov * d_ov, rel=1e-5)
         assert (new_qk - mu_qk) / h == pytest.approx(k_qk * d_qk, rel=1e-5)
-        w_ov = mu_ov * T.matrix_scale(model.setting, "ov")
+        w_ov = mu_ov * reduced.matrix_scale(model.setting, "ov")
         assert w_ov == pytest.approx(ov_factors[0] * ov_factors[1], rel=1e-12)
 
 
 @pytest.mark.parametrize("parameterization", ["FAFO", "FACO", "CAFO"])
 def test_factorized_descent_follows_the_reduced_dynamics(parameterization):
     run = S.descend(SMALL, parameterization, 1.0, 1.0, target_loss=0.1, init_scale=0.3)
-    tr = T.integrate_until(SMALL.setting, 1.0, 1.0, 0.1, parameterization=parameterization,
+    tr = reduced.integrate_until(SMALL.setting, 1.0, 1.0, 0.1, parameterization=parameterization,
                            init_scale=0.3)
     ode = tr.sample(np.minimum(run.t, tr.tau[-1]))
     assert run.distance.max() < 1e-12
@@ -156,9 +156,9 @@ def test_factorized_descent_follows_the_reduced_dynamics(parameterization):
 
 def test_whole_numbers_of_positions_are_required():
     with pytest.raises(ParameterError, match="parameter 'm'.*whole number"):
-        S.StylizedModel(T.Setting(m=2.5, n=7, b=3.5, M=4))
+        S.StylizedModel(reduced.Setting(m=2.5, n=7, b=3.5, M=4))
 
 
 def test_factorized_start_needs_a_nonzero_scale():
     with pytest.raises(ParameterError, match="parameter 'init_scale'"):
-        T.integrate_until(SMALL.setting, 1.0, 1.0, 0.1, parameterization="FACO", init_scale=0.0)
+        reduced.integrate_until(SMALL.setting, 1.0, 1.0, 0.1, parameterization="FACO", init_scale=0.0)

@@ -7,7 +7,7 @@ import torch
 from qkov import seeding
 from qkov.circuits import effective
 from qkov.synthetic import models as M
-from qkov.synthetic import train as T
+from qkov.synthetic import train as trainer
 
 PINNED_DATA_SEED = 6241869594051576358  # derived_seed(1234, "data") since qkov 0.1.0
 
@@ -15,13 +15,13 @@ PINNED_DATA_SEED = 6241869594051576358  # derived_seed(1234, "data") since qkov 
 def run(name, parameterization="CACO", seed=1234, **kw):
     model = kw.pop("model", M.ModelSpec(parameterization))
     kw = {"epochs": 3, "batches_per_epoch": 20, **kw}
-    return T.RunConfig(name, model, seed, **kw)
+    return trainer.RunConfig(name, model, seed, **kw)
 
 
 def test_a_member_does_not_depend_on_the_rest_of_the_ensemble():
     probe = run("probe", "FAFO", lr_qk=0.2, qk_ramp=(1, 5))
-    alone = T.train([probe], progress=False)[0]
-    crowd = T.train([
+    alone = trainer.train([probe], progress=False)[0]
+    crowd = trainer.train([
         run("a", "CACO", seed=1), run("b", "CAFO", seed=1234, T=128), probe,
         run("c", "FACO", seed=99, epochs=1), run("d", "FAFO", seed=1234, lr_ov=0.05),
     ], progress=False)[2]
@@ -35,31 +35,31 @@ def test_a_stream_is_drawn_only_while_a_run_reads_it(monkeypatch):
     """Once every run of a seed has finished, its stream is not sampled any more (late in
     Fig. 2 most streams are such), and the runs still training are unaffected."""
     drawn = []
-    original = T.tasks.DataStream._draw_chunk
+    original = trainer.tasks.DataStream._draw_chunk
 
     def counting(stream):
         drawn.append(stream.seed)
         original(stream)
 
-    monkeypatch.setattr(T.tasks.DataStream, "_draw_chunk", counting)
+    monkeypatch.setattr(trainer.tasks.DataStream, "_draw_chunk", counting)
     short, long = run("short", seed=1, epochs=1, batches_per_epoch=50), \
         run("long", seed=2, epochs=4, batches_per_epoch=50)
-    together = T.train([short, long], progress=False)
-    chunks = {seed: drawn.count(T.derived_seed(seed, "data")) for seed in (1, 2)}
+    together = trainer.train([short, long], progress=False)
+    chunks = {seed: drawn.count(trainer.derived_seed(seed, "data")) for seed in (1, 2)}
     assert chunks == {1: 1, 2: 4}  # CHUNK = 50 batches: one chunk per epoch here
-    alone = T.train([long], progress=False)[0]
+    alone = trainer.train([long], progress=False)[0]
     assert np.array_equal(alone.epoch_losses, together[1].epoch_losses)
 
 
 def test_same_seed_means_the_same_data():
     """Two identical models with the same seed train identically; another seed differs."""
-    results = T.train([run("x", seed=5), run("y", seed=5), run("z", seed=6)], progress=False)
+    results = trainer.train([run("x", seed=5), run("y", seed=5), run("z", seed=6)], progress=False)
     assert np.array_equal(results[0].epoch_losses, results[1].epoch_losses)
     assert not np.allclose(results[0].epoch_losses, results[2].epoch_losses)
 
 
 def test_training_lowers_the_loss():
-    result = T.train([run("caco", epochs=10, batches_per_epoch=50, lr_qk=1.0, lr_ov=1.0)],
+    result = trainer.train([run("caco", epochs=10, batches_per_epoch=50, lr_qk=1.0, lr_ov=1.0)],
                      progress=False)[0]
     assert result.epoch_losses[-1] < 0.7 * result.epoch_losses[0]
     assert result.epochs_run == 10 and not result.early_stopped
@@ -68,8 +68,8 @@ def test_training_lowers_the_loss():
 def test_qk_ramp_is_linear_per_step():
     """With the OV rate at zero, W_QK moves by lr_qk * multiplier(t) * gradient at step t."""
     config = run("ramp", epochs=1, batches_per_epoch=4, lr_ov=0.0, lr_qk=0.1, qk_ramp=(1, 9))
-    group = T._Group([config], [0])
-    stream = T.tasks.DataStream(seeding.derived_seed(1234, "data"), 64, 32)
+    group = trainer._Group([config], [0])
+    stream = trainer.tasks.DataStream(seeding.derived_seed(1234, "data"), 64, 32)
     group.load_chunk(0, [stream.chunk_at(0)], [0])
     multipliers = [float(lr[0]) / 0.1 for lr in group.chunk[1][:4]]
     assert multipliers == pytest.approx([1, 3, 5, 7])  # start + (end - start) * t / steps
@@ -87,15 +87,15 @@ def test_qk_ramp_is_linear_per_step():
 def test_early_stop_at_the_mean_epoch_loss():
     fast = run("fast", epochs=50, batches_per_epoch=20, lr_qk=0.5, lr_ov=0.5,
                early_stop_loss=2.0)
-    result = T.train([fast, run("slow", epochs=2)], progress=False)[0]
+    result = trainer.train([fast, run("slow", epochs=2)], progress=False)[0]
     assert result.early_stopped and result.epochs_run < 50
     assert result.epoch_losses[-1] <= 2.0 and np.all(result.epoch_losses[:-1] > 2.0)
 
 
 def test_divergence_names_the_run_and_the_step():
-    with pytest.raises(T.TrainingDiverged, match=r"run 'boom' diverged: non-finite loss "
+    with pytest.raises(trainer.TrainingDiverged, match=r"run 'boom' diverged: non-finite loss "
                                                  r"from step \d+ \(epoch \d+, batch \d+\)"):
-        T.train([run("fine"), run("boom", lr_qk=1e6, lr_ov=1e6)], progress=False)
+        trainer.train([run("fine"), run("boom", lr_qk=1e6, lr_ov=1e6)], progress=False)
 
 
 def test_epoch_callback_sees_the_runs_circuits_at_once():
@@ -106,7 +106,7 @@ def test_epoch_callback_sees_the_runs_circuits_at_once():
         assert all(v.shape[0] == len(configs) for v in circuits.values())
         return [(c.name, epoch) for c in configs]
 
-    results = T.train([run("a", epochs=2), run("b", "FAFO", epochs=3),
+    results = trainer.train([run("a", epochs=2), run("b", "FAFO", epochs=3),
                        run("c", "CAFO", epochs=3, batches_per_epoch=10)],
                       progress=False, epoch_callback=callback)
     names = ["W_OV", "W_QK", "b"]
@@ -116,9 +116,9 @@ def test_epoch_callback_sees_the_runs_circuits_at_once():
         [(name, e) for e in range(r.config.epochs + 1)] for name, r in zip("abc", results)]
     # what a callback gets is the member's own model: its circuits
     final = {}
-    T.train([run("d", "FAFO", epochs=1)], progress=False, epoch_callback=lambda cs, c, e: [
+    trainer.train([run("d", "FAFO", epochs=1)], progress=False, epoch_callback=lambda cs, c, e: [
         final.update({e: {k: v[0].clone() for k, v in c.items()}})])
-    trained = T.train([run("d", "FAFO", epochs=1)], progress=False)[0].params
+    trained = trainer.train([run("d", "FAFO", epochs=1)], progress=False)[0].params
     w_qk, w_ov = effective(trained)
     assert torch.equal(final[1]["W_QK"], w_qk) and torch.equal(final[1]["W_OV"], w_ov)
 
@@ -146,8 +146,8 @@ def test_worker_processes_give_the_same_results():
         return [(c.name, epoch, round(float(circuits["W_OV"][k].sum()), 3))
                 for k, c in enumerate(configs)]
 
-    alone = T.train(runs, progress=False, epoch_callback=callback)
-    split = T.train(runs, progress=False, epoch_callback=callback, workers=2)
+    alone = trainer.train(runs, progress=False, epoch_callback=callback)
+    split = trainer.train(runs, progress=False, epoch_callback=callback, workers=2)
     for x, y in zip(alone, split):
         assert x.config == y.config
         assert np.allclose(x.epoch_losses, y.epoch_losses, rtol=0, atol=1e-6)
@@ -155,13 +155,13 @@ def test_worker_processes_give_the_same_results():
         for k in x.params:
             assert torch.allclose(x.params[k], y.params[k], atol=1e-6)
     with pytest.raises(ValueError, match="parameter 'workers'"):
-        T.train(runs, workers=0)
+        trainer.train(runs, workers=0)
 
 
 def test_split_balances_the_work_and_keeps_streams_together():
     runs = [run(f"r{i}", "FAFO" if i % 2 else "CACO", seed=i % 4, epochs=i + 1)
             for i in range(8)]
-    parts = T._split(runs, 2)
+    parts = trainer._split(runs, 2)
     assert sorted(i for part in parts for i in part) == list(range(8))
     cost = [sum(runs[i].steps for i in part) for part in parts]
     assert max(cost) / sum(cost) < 0.6
@@ -169,5 +169,5 @@ def test_split_balances_the_work_and_keeps_streams_together():
         seeds = {runs[i].seed for i in part}
         assert all(runs[i].seed not in seeds for other in parts if other is not part
                    for i in other)
-    lone = T._split([run(f"s{i}", epochs=i + 1) for i in range(5)], 2)  # one stream
+    lone = trainer._split([run(f"s{i}", epochs=i + 1) for i in range(5)], 2)  # one stream
     assert len(lone) == 2

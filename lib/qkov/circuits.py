@@ -4,8 +4,9 @@ attention layer and which of its parameters belong to which circuit.
 A parameterization names its (attention, output) circuits, each Factorized or Collapsed:
 FAFO, FACO, CAFO, CACO. The QK circuit scores keys for a query (``W_QK`` or
 ``W_Q^T W_K``), the OV circuit maps what attention reads to logits (``W_OV`` or
-``W_O W_V``). The theory, the synthetic task's models and (later) the language models all
-speak in these terms; this module imports nothing of the companion.
+``W_O W_V``). The theory and the synthetic task's models speak in these terms (the
+language decoder, a standard multi-head transformer, names its own ``W_Q``, ``W_K`` in
+``qkov.language.train``); this module imports nothing of the companion.
 """
 
 from __future__ import annotations

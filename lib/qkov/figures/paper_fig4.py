@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import params as P
 from ..params import (
     FigureParameters,
+    ParameterError,
     derived,
     integer,
     number,
@@ -51,7 +51,7 @@ class Parameters(FigureParameters):
         loss_max = check_loss_threshold("loss_max", self.loss_max, setting)
         target = check_loss_threshold("target_loss", self.target_loss, setting)
         if target >= loss_max:
-            raise P.ParameterError(
+            raise ParameterError(
                 "target_loss", f"expected a loss below loss_max={loss_max:g}, got {target:g}"
             )
         object.__setattr__(self, "setting", setting)

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import integrate, optimize, special
 
-from .. import params as P
 from ..circuits import circuit_kinds
+from ..params import FigureParameters, ParameterError, integer, number, parameter
 
 
 @dataclass(frozen=True)
@@ -46,10 +46,10 @@ class Setting:
     M: int = 20
 
     def __post_init__(self):
-        P.number("m", self.m, above=0)
-        P.number("n", self.n, above=0)
-        P.number("b", self.b, above=0)
-        P.integer("M", self.M, minimum=2)
+        number("m", self.m, above=0)
+        number("n", self.n, above=0)
+        number("b", self.b, above=0)
+        integer("M", self.M, minimum=2)
 
     @property
     def initial_loss(self) -> float:
@@ -58,14 +58,14 @@ class Setting:
 
 
 @dataclass(frozen=True)
-class SettingParameters(P.FigureParameters):
+class SettingParameters(FigureParameters):
     """The parameters that figure notebooks of the theory chapter begin with: a Setting
     (whole numbers of tokens, as the stylized model counts positions)."""
 
-    m: int = P.parameter(5, P.integer, minimum=1)  # relevant tokens in the context
-    n: int = P.parameter(50, P.integer, minimum=1)  # blank tokens in the context
-    b: float = P.parameter(50.0, P.number, above=0)  # token embeddings have norm b**-0.5
-    M: int = P.parameter(20, P.integer, minimum=2)  # classes, one next token each
+    m: int = parameter(5, integer, minimum=1)  # relevant tokens in the context
+    n: int = parameter(50, integer, minimum=1)  # blank tokens in the context
+    b: float = parameter(50.0, number, above=0)  # token embeddings have norm b**-0.5
+    M: int = parameter(20, integer, minimum=2)  # classes, one next token each
 
     @property
     def setting(self) -> Setting:
@@ -138,10 +138,10 @@ def initial_state(setting: Setting, parameterization: str, init_scale: float,
     ``w = init_scale^2`` (balanced factors of singular value ``init_scale`` when the offset is
     0). Factors with ``w = 0`` and no offset sit on a saddle and never move."""
     qk, ov = circuit_kinds(parameterization)
-    P.number("init_scale", init_scale, at_least=0)
+    number("init_scale", init_scale, at_least=0)
     for kind, offset, name in ((ov, offsets[0], "OV"), (qk, offsets[1], "QK")):
         if kind == "factorized" and init_scale == 0 and offset == 0:
-            raise P.ParameterError("init_scale", f"the factorized {name} circuit needs a "
+            raise ParameterError("init_scale", f"the factorized {name} circuit needs a "
                                    "positive init_scale or offset: zero factors never move")
     start = {"factorized": init_scale**2, "collapsed": 0.0}
     return (start[ov] / matrix_scale(setting, "ov"), start[qk] / matrix_scale(setting, "qk"))
@@ -228,7 +228,7 @@ def state_at_loss(target: float, setting: Setting, r: float) -> tuple[float, flo
 
 def check_loss_threshold(name: str, value, setting: Setting) -> float:
     """A loss threshold must lie in (0, log M): the flow starts at L = log M and L -> 0."""
-    return P.number(name, value, above=0.0, below=setting.initial_loss)
+    return number(name, value, above=0.0, below=setting.initial_loss)
 
 
 @dataclass
@@ -320,19 +320,19 @@ def integrate_until(
     each threshold is crossed exactly once; each is an event of the solver, and the target is
     the terminal event. No time grid or horizon needs guessing.
     """
-    eta_ov = P.number("eta_ov", eta_ov, above=0)
-    eta_qk = P.number("eta_qk", eta_qk, above=0)
+    eta_ov = number("eta_ov", eta_ov, above=0)
+    eta_qk = number("eta_qk", eta_qk, above=0)
     target_loss = check_loss_threshold("target_loss", target_loss, setting)
     thresholds = sorted(
         {check_loss_threshold("thresholds", x, setting) for x in thresholds}, reverse=True
     )
     if thresholds and thresholds[-1] < target_loss:
-        raise P.ParameterError(
+        raise ParameterError(
             "thresholds",
             f"every threshold must be >= target_loss={target_loss:g}, got {thresholds[-1]:g}",
         )
 
-    offsets = tuple(P.number("offsets", x, at_least=0) for x in offsets)
+    offsets = tuple(number("offsets", x, at_least=0) for x in offsets)
     start = initial_state(setting, parameterization, init_scale, offsets)
     factorized = parameterization != "CACO"
     if factorized:  # the state starts as small as init_scale**2: keep its digits

@@ -35,9 +35,9 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from .. import params as P
 from .. import seeding
 from ..circuits import circuit_kinds, circuit_of, effective
+from ..params import ParameterError, number
 from ..processes import map_in_processes
 from . import reduced as theory
 
@@ -58,7 +58,7 @@ class StylizedModel:
         for name in ("m", "n"):
             value = getattr(self.setting, name)
             if float(value) != int(value):
-                raise P.ParameterError(name, f"the stylized model counts positions: expected "
+                raise ParameterError(name, f"the stylized model counts positions: expected "
                                              f"a whole number, got {value!r}")
 
     @property
@@ -266,7 +266,7 @@ def descend(model: StylizedModel, parameterization: str, eta_ov: float, eta_qk: 
     """
     theory.check_loss_threshold("target_loss", target_loss, model.setting)
     p = model.initial_parameters(parameterization, init_scale)
-    eta = {"qk": P.number("eta_qk", eta_qk, above=0), "ov": P.number("eta_ov", eta_ov, above=0)}
+    eta = {"qk": number("eta_qk", eta_qk, above=0), "ov": number("eta_ov", eta_ov, above=0)}
     generator = seeding.generator(seed)
     record = {k: [] for k in ("t", "loss", "alpha", "mu_ov", "mu_qk", "distance")}
     t = 0.0
