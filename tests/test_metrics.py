@@ -113,13 +113,6 @@ def test_batched_measures_equal_one_model_at_a_time(held_out):
     assert batched[0, 1] > 0.9 and batched[1, 1] < 0.5  # the two models differ
 
 
-def test_seed_interval_is_the_student_t_interval():
-    mean, half = metrics.seed_interval([1.0, 2.0, 3.0, 4.0, 5.0])
-    # t(0.975, 4) = 2.7764; sample std sqrt(2.5); n = 5
-    assert mean == 3.0 and half == pytest.approx(2.7764451 * np.sqrt(2.5) / np.sqrt(5))
-    assert np.isnan(metrics.seed_interval([2.0])[1])
-
-
 def test_fixed_attention_without_distinct_tokens_is_uniform_for_every_alpha():
     from qkov.synthetic import models
 

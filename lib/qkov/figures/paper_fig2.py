@@ -17,9 +17,10 @@ import torch
 
 from .. import artifacts
 from ..params import FigureParameters, boolean, integer, number, optional_path, parameter, seed_list
-from ..plotting import HOUSE_STYLE, house_style, new_figure
+from ..plotting import HOUSE_STYLE, PARAMETERIZATION_COLORS, house_style, new_figure
 from ..seeding import init_generator
 from ..spec import Drawing, FigureSpec
+from ..stats import seed_interval_text
 from ..synthetic import metrics, models
 from ..synthetic.models import ModelSpec
 from ..synthetic.train import RunConfig
@@ -211,23 +212,21 @@ def summaries(results, eval_batches: int) -> list[PanelSummary]:
     return summaries
 
 
-def _interval(values, digits: int = 4) -> str:
-    return metrics.interval_text(*metrics.seed_interval(values), digits)
-
-
 TABLE_COLUMNS = ("panel", "epochs", "train_loss", "test_loss", "accuracy", "mean_attn",
                       "pct_attn>=0.8", "pct_both>=0.8")
 
 
 def table(summaries: list[PanelSummary]) -> list[dict]:
     """The notebook's table: per panel, mean over seeds ± the half-width of its 95% t
-    interval (metrics.seed_interval) of each column."""
+    interval (qkov.stats.seed_interval) of each column."""
     return [
-        {"panel": s.panel.key, "epochs": _interval(s.epochs_run),
-         "train_loss": _interval(s.final_losses), "test_loss": _interval(s.eval_losses),
-         "accuracy": _interval(s.accuracies), "mean_attn": _interval(s.mean_attentions),
-         "pct_attn>=0.8": _interval([h[:, 4].sum() for h in s.heatmaps]),
-         "pct_both>=0.8": _interval([h[4, 4] for h in s.heatmaps])}
+        {"panel": s.panel.key, "epochs": seed_interval_text(s.epochs_run),
+         "train_loss": seed_interval_text(s.final_losses),
+         "test_loss": seed_interval_text(s.eval_losses),
+         "accuracy": seed_interval_text(s.accuracies),
+         "mean_attn": seed_interval_text(s.mean_attentions),
+         "pct_attn>=0.8": seed_interval_text([h[:, 4].sum() for h in s.heatmaps]),
+         "pct_both>=0.8": seed_interval_text([h[4, 4] for h in s.heatmaps])}
         for s in summaries
     ]
 
@@ -261,12 +260,12 @@ def diagnostics(summaries: list[PanelSummary]) -> list[dict]:
         means = [np.nanmean(x) for x in s.separabilities]
         if all(abs(m) < SEPARABILITY_FLOOR for m in means):
             return f"< {SEPARABILITY_FLOOR:g}"
-        return _interval(means)
+        return seed_interval_text(means)
 
     return [
         {"panel": s.panel.key,
-         "pct_separable": _interval([100 * np.mean(x > SEPARABILITY_FLOOR)
-                                     for x in s.separabilities]),
+         "pct_separable": seed_interval_text([100 * np.mean(x > SEPARABILITY_FLOOR)
+                                               for x in s.separabilities]),
          "separability": separability(s),
          "drift_qk": drift(s, "qk"), "drift_ov": drift(s, "ov")}
         for s in summaries
@@ -363,7 +362,9 @@ def heatmap_cells(summaries: list[PanelSummary]) -> list[dict]:
 # --- the figure ---------------------------------------------------------------------------
 
 
-PANEL_COLORS = ("#d95f02", "#1b9e77", "#7570b3", "#444444")  # four panels of a Fig. 2 row
+# The k-th panel of a Fig. 2 row in the colour of row 1's k-th parameterization (FAFO, FACO,
+# CAFO, CACO), as the theory chapter draws them.
+PANEL_COLORS = tuple(PARAMETERIZATION_COLORS[name] for name in ("FAFO", "FACO", "CAFO", "CACO"))
 
 
 def plot_heatmaps(summaries, statistic: str = "mean"):

@@ -26,6 +26,7 @@ from ..params import (
 )
 from ..plotting import house_style, new_figure, ratio_colors
 from ..spec import FigureSpec
+from ..stats import interval_text, seed_interval
 from ..synthetic import metrics
 from ..synthetic.models import ModelSpec
 from ..synthetic.train import RunConfig
@@ -136,7 +137,7 @@ def _by_run(curves: list[FixedAttentionCurve]) -> dict[tuple[str, float], list]:
 def rows(curves: list[FixedAttentionCurve]) -> list[dict]:
     """Per OV circuit and alpha, over the seeds: the final loss, the peak of the sensitivity
     and its epoch, the lowest sensitivity and its epoch (each seed's own, then the mean and
-    the half-width of the 95% t interval, metrics.seed_interval)."""
+    the half-width of the 95% t interval, qkov.stats.seed_interval)."""
     out = []
     for (ov, alpha), mine in _by_run(curves).items():
         stats = {"final_loss": [c.losses[-1] for c in mine],
@@ -146,7 +147,7 @@ def rows(curves: list[FixedAttentionCurve]) -> list[dict]:
                  "epoch_of_min": [c.trough[1] for c in mine]}
         row = {"ov": ov, "alpha": alpha, "seeds": len(mine)}
         for name, values in stats.items():
-            mean, half = metrics.seed_interval(values)
+            mean, half = seed_interval(values)
             row[name], row[f"{name}_ci95"] = float(mean), float(half)
         out.append(row)
     return out
@@ -159,8 +160,8 @@ COLUMNS = ("ov", "alpha", "final_loss", "peak_sensitivity", "epoch_of_peak",
 def table(rows: list[dict]) -> list[dict]:
     """The rows for printing: each statistic as mean ± 95% half-width over the seeds."""
     return [{"ov": row["ov"], "alpha": row["alpha"],
-             **{name: metrics.interval_text(row[name], row[f"{name}_ci95"],
-                                            3 if name.startswith("epoch") else 4)
+             **{name: interval_text(row[name], row[f"{name}_ci95"],
+                                    3 if name.startswith("epoch") else 4)
                 for name in COLUMNS[2:]}} for row in rows]
 
 

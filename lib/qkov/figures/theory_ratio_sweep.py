@@ -28,6 +28,7 @@ from ..params import (
 )
 from ..plotting import house_style, new_figure
 from ..spec import FigureSpec
+from ..stats import seed_interval
 from ..synthetic import metrics, models, tasks, train
 from ..theory import reduced as theory
 from ..theory.stylized import Descent, StylizedModel, descents
@@ -178,8 +179,8 @@ def variant_rows(p: Parameters, main: list[train.RunResult],
             if not mine:
                 continue  # a variant ratio that the main sweep did not run
             distinct, informative, losses, epochs = _task_measures(mine, p.eval_batches)
-            d, d_ci = metrics.seed_interval(distinct)
-            i, i_ci = metrics.seed_interval(informative)
+            d, d_ci = seed_interval(distinct)
+            i, i_ci = seed_interval(informative)
             rows.append({"condition": condition.label, "T": condition.T, "init": condition.init,
                          "lr_ov": condition.lr_ov, "r": r, "distinct": d, "distinct_ci95": d_ci,
                          "informative": i, "informative_ci95": i_ci,

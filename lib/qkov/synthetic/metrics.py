@@ -1,14 +1,13 @@
 """What the figures measure: attention on distinct tokens, probability of the correct token,
 the 2-D heatmap over held-out sequences, loss and accuracy, the separability of attention,
-seed intervals, and for fixed attention the loss sensitivity to sharper attention (paper
-Fig. 3)."""
+and for fixed attention the loss sensitivity to sharper attention (paper Fig. 3). Intervals
+over seeds are :mod:`qkov.stats`'s."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.stats
 import torch
 
 from ..circuits import effective
@@ -47,22 +46,6 @@ def separability(attention: torch.Tensor, counts: torch.Tensor, classes: torch.T
     top = torch.where(distinct, per_position, -torch.inf).amax(-1)
     bottom = torch.where(common, per_position, torch.inf).amin(-1)
     return torch.where(distinct.any(-1), top - bottom, torch.nan)
-
-
-def seed_interval(values, level: float = 0.95) -> tuple[float, float]:
-    """Mean over seeds and the half-width of its ``level`` Student-t interval (ddof = 1);
-    the half-width is NaN for a single seed."""
-    values = np.asarray(values, dtype=float)
-    mean = float(values.mean())
-    if len(values) < 2:
-        return mean, float("nan")
-    t = scipy.stats.t.ppf(0.5 + level / 2, len(values) - 1)
-    return mean, float(t * values.std(ddof=1) / np.sqrt(len(values)))
-
-
-def interval_text(mean: float, half_width: float, digits: int = 4) -> str:
-    """How the tables print a mean over seeds and its interval: "0.7811 ± 0.00048"."""
-    return f"{mean:.{digits}g} ± {half_width:.2g}"
 
 
 def probability_correct(logits: torch.Tensor, classes: torch.Tensor) -> torch.Tensor:
