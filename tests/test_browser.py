@@ -4,7 +4,8 @@ stop, with every other host sent to a recording proxy that answers nothing.
 
 Checked on every page: no request leaves localhost, every image the page shows was served,
 math is typeset (no raw ``\\(``, ``\\[`` or ``$$`` left), and, from the HTML, every internal
-link and download link resolves. A screenshot of each figure page is saved under
+link and download link resolves, everything a page loads is in the book and nothing is
+loaded from another host. A screenshot of each figure page is saved under
 ``_build/screenshots/``. The negative tests break a copy of the built book (a removed data
 file, a broken cross-reference, a CDN script) and check that the failure names the page.
 """
@@ -250,6 +251,21 @@ def link_problems(root: Path) -> list[str]:
     return problems
 
 
+def local_load_problems(root: Path) -> list[str]:
+    """Everything a page loads from the book itself is there (scripts, styles, images)."""
+    problems = []
+    for page in pages(root):
+        parser = _Links()
+        parser.feed((root / page).read_text(errors="replace"))
+        for url in parser.loads:
+            if REMOTE.match(url) or url.startswith("data:"):
+                continue
+            local = (root / page).parent / unquote(url.split("?")[0].split("#")[0])
+            if not local.resolve().exists():
+                problems.append(f"{page} loads missing {url}")
+    return problems
+
+
 def remote_problems(root: Path) -> list[str]:
     """Nothing in the HTML or CSS loads from another host (links to other sites are fine)."""
     problems = []
@@ -278,11 +294,15 @@ def test_every_page_renders_offline(site, tmp_path):
     assert not problems, "\n".join(problems)
 
 
-def test_math_is_typeset(site, tmp_path):
-    dom = site.open("book/paper-fig4.html", tmp_path / "profile", "--dump-dom")
-    expected = len(re.findall(r'class="math[ "]', (site.root / "book/paper-fig4.html").read_text()))
+@pytest.mark.parametrize("page", ["book/paper-fig4.html", "book/theory.html"])
+def test_math_is_typeset(site, tmp_path, page):
+    """Every formula of a math-heavy page is typeset by the book's own MathJax."""
+    dom = site.open(page, tmp_path / "profile", "--dump-dom")
+    expected = len(re.findall(r'class="math[ "]', (site.root / page).read_text()))
     assert expected >= 10
-    assert len(re.findall(r'<mjx-container[^>]*jax="SVG"', dom)) >= expected
+    typeset = len(re.findall(r'<mjx-container[^>]*jax="SVG"', dom))
+    assert typeset >= expected, f"{page}: only {typeset} of {expected} formulas were typeset"
+    assert '<g data-mml-node="merror"' not in dom, f"{page}: MathJax reported a TeX error"
 
 
 def test_links_resolve(book_html):
@@ -291,18 +311,20 @@ def test_links_resolve(book_html):
 
 
 def test_nothing_is_loaded_from_other_hosts(book_html):
-    problems = remote_problems(book_html)
+    problems = remote_problems(book_html) + local_load_problems(book_html)
     assert not problems, "\n".join(problems)
+    assert (book_html / "_static" / "mathjax" / "tex-svg-full.js").is_file()
 
 
 def test_screenshots_of_the_figure_pages(site, tmp_path):
     """Each page that shows a figure, at a desktop and a phone width, tall enough to hold
     its figures (a page scrolled to an anchor renders blank in headless screenshots)."""
-    from qkov import book
+    from qkov.figures import specs
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    labels = [spec.label(d) for spec in specs().values() for d in spec.drawings]
     figure_pages = sorted({p.relative_to(site.root).as_posix()
-                           for label in book.book_figures() for p in site.root.rglob("*.html")
+                           for label in labels for p in site.root.rglob("*.html")
                            if re.search(rf'<figure[^>]*id="{label}"', p.read_text())})
     assert figure_pages
     for page in figure_pages:

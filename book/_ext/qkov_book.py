@@ -1,10 +1,18 @@
-"""A Sphinx extension for the book: MathJax served from the book, and measured records.
+"""The book's Sphinx extension: MathJax served from the book, the measured records, and
+everything the book shows about each figure, made from the figures' specs.
+
+It lives with the book (``book/_ext``), not in the science library: ``_config.yml`` loads it
+with ``sphinx: local_extensions: {qkov_book: book/_ext}``. Every file it reads is found from
+the book's source folder (``app.srcdir``, the repository root that holds ``_config.yml``),
+so the build does not depend on where the ``qkov`` library is installed. What it knows about
+the figures comes from ``qkov.figures.specs()``: one ``FigureSpec`` per figure module.
 
 MathJax:
 Jupyter Book loads MathJax from a CDN by default, so an offline reader sees raw TeX. The
 ``django-static-mathjax`` wheel carries MathJax 3 (pinned in pyproject.toml); this extension
 copies its self-contained ``tex-svg-full.js`` (all TeX extensions and the SVG font in one
-file, nothing loaded later) into ``_static/mathjax/`` and points Sphinx at it.
+file, nothing loaded later) into ``_static/mathjax/`` and points Sphinx at it. The book's
+own styles are ``book/_ext/qkov.css``, copied into ``_static/`` and added to every page.
 
 Records: the ``qkov-record`` directive renders a table from a JSON file that a measurement
 wrote (``benchmarks/results/trainer-speed.json`` from the trainer benchmark,
@@ -13,17 +21,29 @@ wrote (``benchmarks/results/trainer-speed.json`` from the trainer benchmark,
 numbers the book shows are the measurement's, never typed by hand. A missing or malformed
 record fails the (strict) build with the file's name.
 
-Figures: every figure of the registry ``qkov.pipeline.FIGURE_JOBS`` (and each extra drawing
-``figure-<name>.png`` of a job, labelled ``<figure-id>-<name>``) that the book shows as a
+Figures: every drawing of every spec (``figure.png``, labelled by the figure's id, and each
+extra ``Drawing``, ``figure-<name>.png``, labelled ``<id>-<name>``) that the book shows as a
 figure named by its label gets the same block, added by a transform so that a figure added
 later gets it without a line of its own: a caption that starts with the label and the paper
-figure it reproduces, and below it download links (PNG, PDF, SVG, every CSV of the job,
-``summary.json``, the notebook), the command that regenerates it, its provenance read from
-``artifacts/<figure-id>/summary.json`` and a "cite this figure" snippet. A missing file fails
-the strict build with a warning that names the page and the file. ``{qkov-gallery}`` shows
-every figure as a thumbnail with its label, caption and links; ``{qkov-citation}`` the
-BibTeX of the paper (from ``book/references.bib``) and of the companion (from
-``CITATION.cff``).
+figure it reproduces (``Drawing.reproduces``), and below it download links (PNG, PDF, SVG,
+``data.csv`` and the spec's ``tables``, ``summary.json``, the notebook), the command that
+regenerates it, its provenance read from ``artifacts/<figure-id>/summary.json``, a "cite
+this figure" snippet and a "Code:" line naming the figure's module
+(``qkov.figures.<module>``, ``lib/qkov/figures/<module>.py``) and linking the page that
+shows the core of the library it builds on (``book/core``). A missing file fails the strict
+build with a warning that names the page and the file. The files are read from
+``$QKOV_ARTIFACTS/<figure-id>/`` when that is set (the tests), else from
+``artifacts/<figure-id>/`` of the source folder.
+
+Directives: ``{qkov-gallery}`` shows every figure as a thumbnail with its label, caption and
+links; ``{qkov-figure-table}`` a table of the figures (id, notebook, what it reproduces,
+what it reads of other figures, whether it needs a dataset, linked to the page that says
+where to get it); both in the book's order
+(``_toc.yml``), so a new figure needs no edit of either page. A figure whose spec says
+``needs_dataset`` and whose ``summary.json`` is absent (its data cannot be downloaded where
+the book is built; its notebook is stored without a figure) is in the table but not in the
+gallery. ``{qkov-citation}`` shows the BibTeX of the paper (from the book's bibliography)
+and of the companion (from ``CITATION.cff``).
 """
 
 from __future__ import annotations
@@ -43,15 +63,16 @@ from sphinx.transforms import SphinxTransform
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-from .artifacts import default_dir
-from .pipeline import FIGURE_JOBS, FigureJob
+from qkov.artifacts import ARTIFACTS_ENV
+from qkov.figures import specs
+from qkov.spec import DRAWING_FORMATS, Drawing, FigureSpec
 
-ROOT = Path(__file__).resolve().parents[2]
-RECORDS = ROOT / "benchmarks" / "results"
-CITATION_FILE = ROOT / "CITATION.cff"
-BIBLIOGRAPHY = ROOT / "book" / "references.bib"
-PAPER_KEY = "vashisht26a"
+HERE = Path(__file__).resolve().parent  # book/_ext: this extension and its stylesheet
 CSS_FILE = "qkov.css"
+RECORDS = Path("benchmarks") / "results"  # relative to the book's source folder
+CITATION_FILE = "CITATION.cff"  # likewise
+PAPER_KEY = "vashisht26a"
+CORE_PAGE = "book/core"  # the page that shows the library's core, linked from every figure
 
 logger = logging.getLogger(__name__)
 
@@ -73,15 +94,28 @@ def _use_local_mathjax(app, config) -> None:
     config.mathjax_path = MATHJAX_PATH
 
 
-def _copy_mathjax(app, exception) -> None:
+def _copy_static(app, exception) -> None:
+    """MathJax and the book's stylesheet into ``_static/``."""
     if exception is not None or app.builder.format != "html":
         return
-    target = Path(app.outdir) / "_static" / MATHJAX_PATH
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(mathjax_source(), target)
+    static = Path(app.outdir) / "_static"
+    for source, target in ((mathjax_source(), static / MATHJAX_PATH),
+                           (HERE / CSS_FILE, static / CSS_FILE)):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
 
 
-def _table(header: list[str], rows: list[list[str]]) -> nodes.table:
+def _cell(content) -> nodes.entry:
+    """A table cell from text, a node or a list of nodes."""
+    entry = nodes.entry()
+    if isinstance(content, str):
+        entry += nodes.paragraph(text=content)
+    else:
+        entry += nodes.paragraph("", "", *(content if isinstance(content, list) else [content]))
+    return entry
+
+
+def _table(header: list[str], rows: list[list]) -> nodes.table:
     table = nodes.table()
     group = nodes.tgroup(cols=len(header))
     table += group
@@ -89,10 +123,7 @@ def _table(header: list[str], rows: list[list[str]]) -> nodes.table:
 
     def row(cells):
         line = nodes.row()
-        for cell in cells:
-            entry = nodes.entry()
-            entry += nodes.paragraph(text=cell)
-            line += entry
+        line += [_cell(cell) for cell in cells]
         return line
 
     head, body = nodes.thead(), nodes.tbody()
@@ -159,7 +190,7 @@ class RecordDirective(SphinxDirective):
         if kind not in RECORD_KINDS:
             raise self.error(f"qkov-record: unknown record {kind!r}; "
                              f"expected one of {', '.join(RECORD_KINDS)}")
-        path = RECORDS / f"{kind}.json"
+        path = Path(self.env.srcdir) / RECORDS / f"{kind}.json"
         self.env.note_dependency(str(path))
         try:
             header, rows, note = RECORD_KINDS[kind](json.loads(path.read_text()))
@@ -222,61 +253,105 @@ class PrintedTables(SphinxTransform):
                                                      language=block.get("language", "none")))
             block.replace_self(shown)
 
-# --- figures: label, downloads, regenerate command, provenance, citation -----------------
+# --- figures: label, downloads, regenerate command, provenance, citation, code -----------
 
-# A label of the form paper-figN reproduces the paper's Fig. N; these say otherwise.
-REPRODUCES = {"paper-fig2-std": "paper Fig. 2 (its spread over seeds)",
-              "paper-fig2-trajectories": None}  # the companion's comparison of Fig. 2's runs
+
+def artifacts_root(srcdir: Path) -> Path:
+    """Where the figures' files are: ``$QKOV_ARTIFACTS`` when set (the tests: nbval writes
+    there), else ``artifacts/`` of the book's source folder."""
+    root = os.environ.get(ARTIFACTS_ENV)
+    return Path(root) if root else Path(srcdir) / "artifacts"
 
 
 @dataclass(frozen=True)
 class BookFigure:
-    """One figure of the book: ``label`` (its anchor and the id readers cite) is the job's
-    figure id for ``figure.png``, ``<figure-id>-<name>`` for ``figure-<name>.png``."""
+    """One drawing of a figure as the book shows it: ``label`` (its anchor and the id
+    readers cite, ``spec.label(drawing)``) and ``folder``, where its files are."""
 
-    label: str
-    job: FigureJob
-    stem: str
+    spec: FigureSpec
+    drawing: Drawing
+    folder: Path
 
     @property
-    def folder(self) -> Path:
-        """Where its files are: ``artifacts/<figure-id>/`` or, when ``$QKOV_ARTIFACTS`` is
-        set (the tests: nbval writes there), that folder's ``<figure-id>/``."""
-        return default_dir(self.job.figure_id)
+    def label(self) -> str:
+        return self.spec.label(self.drawing)
+
+    @property
+    def stem(self) -> str:
+        return self.drawing.stem
 
     @property
     def reproduces(self) -> str | None:
         """The paper figure it reproduces ("paper Fig. 2"), or None: the companion's own."""
-        if self.label in REPRODUCES:
-            return REPRODUCES[self.label]
-        match = re.fullmatch(r"paper-fig(\d+)", self.label)
-        return f"paper Fig. {match.group(1)}" if match else None
+        return self.drawing.reproduces
 
     @property
     def headline(self) -> str:
         return (f"[{self.label}] Reproduces {self.reproduces}." if self.reproduces else
                 f"[{self.label}] The companion's own figure, not one of the paper's.")
 
+    @property
+    def module_file(self) -> str:
+        """Its figure module's file, relative to the repository root."""
+        return f"lib/qkov/figures/{self.spec.module}.py"
+
+    @property
+    def drawn(self) -> bool:
+        """Whether the book has its files to show: always, except for a figure that needs
+        a dataset (which cannot be downloaded where the book is built) and was not run."""
+        return not self.spec.needs_dataset or (self.folder / "summary.json").is_file()
+
     def downloads(self, srcdir: Path) -> list[tuple[str, Path]]:
         """(text, file) of every file a reader may want; ``srcdir``: the book's source."""
-        files = [(fmt.upper(), self.folder / f"{self.stem}.{fmt}") for fmt in ("png", "pdf", "svg")]
-        tables = ["data.csv", *(n for n in self.job.extra_files if n.endswith(".csv"))]
-        files += [(name, self.folder / name) for name in tables]
+        files = [(fmt.upper(), self.folder / f"{self.stem}.{fmt}") for fmt in DRAWING_FORMATS]
+        files += [(name, self.folder / name) for name in ("data.csv", *self.spec.tables)]
         files += [("summary.json", self.folder / "summary.json"),
-                  ("notebook", Path(srcdir) / self.job.notebook)]
+                  ("notebook", Path(srcdir) / self.spec.notebook)]
         return files
 
 
-def book_figures() -> dict[str, BookFigure]:
-    """Every figure the registry's jobs draw, by label, in registry order."""
-    figures = {}
-    for job in FIGURE_JOBS:
-        stems = ["figure"] + [name[:-len(".png")] for name in job.extra_files
-                              if name.startswith("figure-") and name.endswith(".png")]
-        for stem in stems:
-            label = job.figure_id + stem[len("figure"):]
-            figures[label] = BookFigure(label, job, stem)
-    return figures
+def toc_order(config) -> list[str]:
+    """The book's documents in reading order (the ``_toc.yml`` that sphinx-external-toc
+    parsed into ``config.external_site_map``); [] without one."""
+    site_map = getattr(config, "external_site_map", None)
+    if site_map is None:
+        return []
+    order: list[str] = []
+
+    def walk(docname: str) -> None:
+        if docname in order or docname not in site_map:
+            return
+        order.append(docname)
+        for tree in site_map[docname].subtrees:
+            for child in tree.files():
+                walk(child)
+
+    walk(site_map.root.docname)
+    return order
+
+
+def ordered_specs(order: list[str]) -> list[FigureSpec]:
+    """Every spec, in the book's order: by where its notebook stands in ``order`` (else its
+    page), figures the book does not list last, by id."""
+    def position(spec: FigureSpec) -> tuple[int, str]:
+        for docname in (spec.notebook.removesuffix(".ipynb"), spec.page):
+            if docname in order:
+                return order.index(docname), spec.id
+        return len(order), spec.id
+
+    return sorted(specs().values(), key=position)
+
+
+def book_figures(srcdir: Path, order: list[str] = ()) -> dict[str, BookFigure]:
+    """Every drawing of every spec, by label, in the book's order (``order``: the documents
+    in reading order, :func:`toc_order`); a figure's main drawing first, then its others."""
+    root = artifacts_root(srcdir)
+    return {spec.label(drawing): BookFigure(spec, drawing, root / spec.id)
+            for spec in ordered_specs(list(order)) for drawing in spec.drawings}
+
+
+def _book_figures(env) -> dict[str, BookFigure]:
+    return book_figures(Path(env.srcdir), toc_order(env.config))
 
 
 def read_summary(path: Path) -> dict:
@@ -301,14 +376,15 @@ def papermill_command(figure: BookFigure, parameters: dict) -> str:
             plain += ["-p", name, str(value)]
         else:
             structured[name] = value
-    words = ["papermill", figure.job.notebook, f"{figure.job.figure_id}-run.ipynb", *plain]
+    words = ["papermill", figure.spec.notebook, f"{figure.spec.id}-run.ipynb", *plain]
     if structured:
         words += ["-y", json.dumps(structured)]  # JSON is YAML
     return shlex.join(words)
 
 
 def snakemake_command(figure: BookFigure) -> str:
-    return f"snakemake --cores 2 {figure.job.rule}"
+    """The Snakefile's rule of the figure: one per spec, named by its module."""
+    return f"snakemake --cores 2 {figure.spec.module}"
 
 
 def input_state(prov: dict, names: bool = True) -> str:
@@ -347,19 +423,25 @@ def provenance_text(summary: dict) -> str:
     return "; ".join(parts) + "."
 
 
-def citation() -> dict:
+def citation(srcdir: Path) -> dict:
+    """``CITATION.cff`` of the book's source folder."""
     import yaml
 
-    return yaml.safe_load(CITATION_FILE.read_text())
+    return yaml.safe_load((Path(srcdir) / CITATION_FILE).read_text())
 
 
-def paper_bibtex() -> str:
-    """The paper's entry of book/references.bib, verbatim."""
-    text = BIBLIOGRAPHY.read_text()
-    match = re.search(rf"@\w+\{{{PAPER_KEY},.*?\n\}}", text, re.S)
-    if match is None:
-        raise ValueError(f"{BIBLIOGRAPHY} has no entry {PAPER_KEY}")
-    return match.group(0)
+def bibliography(env) -> list[Path]:
+    """The book's BibTeX files (``bibtex_bibfiles`` of ``_config.yml``)."""
+    return [Path(env.srcdir) / name for name in env.config.bibtex_bibfiles]
+
+
+def paper_bibtex(bibfiles: list[Path]) -> str:
+    """The paper's entry of the book's bibliography, verbatim."""
+    for path in bibfiles:
+        match = re.search(rf"@\w+\{{{PAPER_KEY},.*?\n\}}", Path(path).read_text(), re.S)
+        if match is not None:
+            return match.group(0)
+    raise ValueError(f"{', '.join(map(str, bibfiles))}: no entry {PAPER_KEY}")
 
 
 def _bibtex_names(authors: list[dict]) -> str:
@@ -404,6 +486,15 @@ def _download(text: str, path: Path, srcdir: Path) -> addnodes.download_referenc
     return ref
 
 
+def _doc_link(docname: str, refdoc: str, *children: nodes.Node) -> addnodes.pending_xref:
+    """A link to page ``docname``, titled ``children`` (or, given none, by the page's title);
+    a page missing from the book is a warning (so a strict build fails)."""
+    ref = addnodes.pending_xref("", *(children or [nodes.inline()]), refdomain="std",
+                                reftype="doc", reftarget="/" + docname, refdoc=refdoc,
+                                refexplicit=bool(children), refwarn=True)
+    return ref
+
+
 def _code(text: str, language: str) -> nodes.literal_block:
     block = nodes.literal_block(text, text, language=language)
     block["classes"].append("qkov-code")
@@ -426,9 +517,31 @@ def _links(figure: BookFigure, srcdir: Path, docname: str, line: int) -> nodes.p
     return para
 
 
-def figure_info(figure: BookFigure, srcdir: Path, docname: str, page: str,
-                line: int = 0) -> nodes.container:
-    """The block below a figure: downloads, regenerate command, provenance, citation."""
+def code_line(figure: BookFigure, srcdir: Path, docname: str, line: int = 0) -> nodes.paragraph:
+    """"Code:" the figure's module (its file, to download) and the page of the core it uses."""
+    module, path = f"qkov.figures.{figure.spec.module}", Path(srcdir) / figure.module_file
+    para = nodes.paragraph(classes=["qkov-code-line"])
+    para += nodes.strong(text="Code: ")
+    para += nodes.Text("the notebook calls ")
+    para += nodes.literal(module, module)
+    para += nodes.Text(" (")
+    if path.is_file():
+        para += _download(figure.module_file, path, srcdir)
+    else:
+        logger.warning(f"figure {figure.label}: its module {path} is missing",
+                       location=(docname, line))
+        para += nodes.literal(figure.module_file, figure.module_file)
+    para += nodes.Text("); the core of the library (the synthetic task's model, its "
+                       "gradient and training step, the reduced dynamics), shown from its "
+                       "source: ")
+    para += _doc_link(CORE_PAGE, docname)
+    para += nodes.Text(".")
+    return para
+
+
+def figure_info(figure: BookFigure, env, page: str, line: int = 0) -> nodes.container:
+    """The block below a figure: downloads, regenerate command, provenance, citation, code."""
+    srcdir, docname = Path(env.srcdir), env.docname
     box = nodes.container(classes=["qkov-figure-info"], ids=[f"{figure.label}-info"])
     box += _links(figure, srcdir, docname, line)
     summary_path = figure.folder / "summary.json"
@@ -437,6 +550,7 @@ def figure_info(figure: BookFigure, srcdir: Path, docname: str, page: str,
     except ValueError as exc:
         if summary_path.is_file():  # a missing one is reported with the downloads
             logger.warning(f"figure {figure.label}: {exc}", location=(docname, line))
+        box += code_line(figure, srcdir, docname, line)
         return box
     box += nodes.paragraph("", "", nodes.strong(text="Regenerate "),
                            nodes.Text("(from the repository root; the first line re-runs "
@@ -448,9 +562,10 @@ def figure_info(figure: BookFigure, srcdir: Path, docname: str, page: str,
                            nodes.Text("(from summary.json): " + provenance_text(summary)))
     box += nodes.paragraph("", "", nodes.strong(text="Cite this figure: "),
                            nodes.Text("the paper and this figure of the companion."))
-    box += _code(paper_bibtex() + "\n\n" + companion_bibtex(
-        citation(), figure, page, summary["provenance"].get("commit"),
+    box += _code(paper_bibtex(bibliography(env)) + "\n\n" + companion_bibtex(
+        citation(srcdir), figure, page, summary["provenance"].get("commit"),
         input_state(summary["provenance"], names=False)), "bibtex")
+    box += code_line(figure, srcdir, docname, line)
     return box
 
 
@@ -460,7 +575,7 @@ class FigureBlocks(SphinxTransform):
     default_priority = 400
 
     def apply(self):
-        figures = book_figures()
+        figures = _book_figures(self.env)
         builder = getattr(self.app, "builder", None)
         docname = self.env.docname
         page = (builder.get_target_uri(docname) if builder and builder.format == "html"
@@ -479,60 +594,116 @@ class FigureBlocks(SphinxTransform):
             store[figure.label] = {"docname": docname, "caption": caption.astext()}
             caption.insert(0, nodes.strong(text=figure.headline + " ",
                                            classes=["qkov-headline"]))
-            info = figure_info(figure, Path(self.app.srcdir), docname, page, node.line or 0)
+            info = figure_info(figure, self.env, page, node.line or 0)
             node.parent.insert(node.parent.index(node) + 1, info)
 
 
 class _FigureLink(nodes.General, nodes.Element):
-    """A gallery entry's link to its figure, resolved once every page has been read."""
+    """A link to a figure, resolved once every page has been read. ``optional``: a figure
+    that may be shown on no page (it needs a dataset): then plain text, not a warning."""
 
 
 class _FigureCaption(nodes.General, nodes.Element):
     """A gallery entry's caption, copied from its figure once every page has been read."""
 
 
+def _listed_on(env) -> None:
+    """Note the page being read as one that lists figures of other pages."""
+    env.__dict__.setdefault("qkov_gallery_docs", set()).add(env.docname)
+
+
 class GalleryDirective(SphinxDirective):
-    """``{qkov-gallery}``: every figure as a thumbnail with its label, caption and links."""
+    """``{qkov-gallery}``: every figure that has been drawn as a thumbnail with its label,
+    caption and links, in the book's order."""
 
     def run(self):
-        self.env.__dict__.setdefault("qkov_gallery_docs", set()).add(self.env.docname)
+        _listed_on(self.env)
+        srcdir = Path(self.env.srcdir)
         entries = []
-        for figure in book_figures().values():
+        for figure in _book_figures(self.env).values():
+            if not figure.drawn:
+                continue
             entry = nodes.container(classes=["qkov-gallery-item"], ids=[f"gallery-{figure.label}"])
-            image = nodes.image(uri=_source_path(figure.folder / f"{figure.stem}.png",
-                                                 Path(self.env.srcdir)),
+            image = nodes.image(uri=_source_path(figure.folder / f"{figure.stem}.png", srcdir),
                                 alt=f"figure {figure.label}", classes=["qkov-thumbnail"])
-            entry += _FigureLink("", image, label=figure.label)
+            entry += _FigureLink("", image, label=figure.label,
+                                 optional=figure.spec.needs_dataset)
             title = nodes.paragraph(classes=["qkov-gallery-title"])
-            title += _FigureLink("", nodes.strong(text=figure.label), label=figure.label)
+            title += _FigureLink("", nodes.strong(text=figure.label), label=figure.label,
+                                 optional=figure.spec.needs_dataset)
             title += nodes.Text(" — " + (f"reproduces {figure.reproduces}" if figure.reproduces
                                          else "the companion's own figure"))
             entry += title
             entry += _FigureCaption(label=figure.label)
-            entry += _links(figure, Path(self.env.srcdir), self.env.docname, self.lineno)
+            entry += _links(figure, srcdir, self.env.docname, self.lineno)
             entries.append(entry)
         return [nodes.container("", *entries, classes=["qkov-gallery"])]
+
+
+def _literal(text: str) -> nodes.literal:
+    return nodes.literal(text, text)
+
+
+class FigureTableDirective(SphinxDirective):
+    """``{qkov-figure-table}``: one row per figure spec, in the book's order: its id (a link
+    to the figure where the book shows it), its notebook, what each of its drawings
+    reproduces, the files of other figures it reads, whether it needs a dataset."""
+
+    HEADER = ["figure id", "notebook", "reproduces", "reads", "needs a dataset"]
+
+    def run(self):
+        _listed_on(self.env)
+        docname = self.env.docname
+        rows = []
+        for spec in ordered_specs(toc_order(self.env.config)):
+            figure_id = _FigureLink("", _literal(spec.id), label=spec.id,
+                                    optional=spec.needs_dataset)
+            notebook = _doc_link(spec.notebook.removesuffix(".ipynb"), docname,
+                                 _literal(spec.notebook))
+            reproduces = []
+            for drawing in spec.drawings:
+                what = drawing.reproduces or "none (the companion's own)"
+                if len(spec.drawings) == 1:
+                    reproduces.append(nodes.Text(what))
+                    continue
+                if reproduces:
+                    reproduces.append(nodes.Text("; "))
+                reproduces += [_literal(spec.label(drawing)), nodes.Text(f": {what}")]
+            reads = []
+            for k, read in enumerate(spec.reads):
+                reads += [nodes.Text(", ")] * bool(k) + [_literal(read)]
+            dataset = (_doc_link(spec.page, docname, nodes.Text("yes"))  # where to get it
+                       if spec.needs_dataset else "no")
+            rows.append([figure_id, notebook, reproduces, reads or "nothing", dataset])
+        table = _table(self.HEADER, rows)
+        table["classes"] += ["qkov-figure-table"]
+        return [table]
 
 
 class CitationDirective(SphinxDirective):
     """``{qkov-citation}``: BibTeX for the paper and for the companion."""
 
     def run(self):
-        self.env.note_dependency(str(CITATION_FILE))
-        self.env.note_dependency(str(BIBLIOGRAPHY))
-        return [_code(paper_bibtex(), "bibtex"), _code(companion_bibtex(citation()), "bibtex")]
+        srcdir = Path(self.env.srcdir)
+        bibfiles = bibliography(self.env)
+        for path in (srcdir / CITATION_FILE, *bibfiles):
+            self.env.note_dependency(str(path))
+        return [_code(paper_bibtex(bibfiles), "bibtex"),
+                _code(companion_bibtex(citation(srcdir)), "bibtex")]
 
 
 def _resolve_figure_links(app, doctree, docname) -> None:
-    """Gallery links and captions; a figure image that opens its SVG when clicked."""
+    """Links to figures and gallery captions; a figure image that opens its SVG when
+    clicked."""
     from sphinx.util.osutil import relative_uri
 
     store = getattr(app.env, "qkov_figures", {})
     for node in list(doctree.findall(_FigureLink)):
         label = node["label"]
         if label not in store:
-            logger.warning(f"gallery: figure {label} is not shown on any page of the book",
-                           location=(docname, node.line or 0))
+            if not node.get("optional"):
+                logger.warning(f"figure {label} is not shown on any page of the book",
+                               location=(docname, node.line or 0))
             node.replace_self(node.children)
             continue
         uri = app.builder.get_relative_uri(docname, store[label]["docname"]) + "#" + label
@@ -543,11 +714,13 @@ def _resolve_figure_links(app, doctree, docname) -> None:
         number = app.env.toc_fignumbers.get(shown.get("docname"), {}).get(
             "figure", {}).get(node["label"])
         prefix = f"Companion Fig. {'.'.join(map(str, number))}: " if number else ""
-        node.replace_self(nodes.paragraph(text=prefix + shown.get("caption", ""),
+        caption = shown.get("caption", "Not shown on a page of the book: its notebook is "
+                            "stored without a figure (it needs a dataset).")
+        node.replace_self(nodes.paragraph(text=prefix + caption,
                                           classes=["qkov-gallery-caption"]))
     if app.builder.format != "html":
         return
-    figures = book_figures()
+    figures = _book_figures(app.env)
     for figure_node in doctree.findall(nodes.figure):
         labels = [n for n in figure_node["names"] if n in figures]
         image = figure_node.next_node(nodes.image)
@@ -566,7 +739,8 @@ def _resolve_figure_links(app, doctree, docname) -> None:
 
 
 def _gallery_outdated(app, env, added, changed, removed) -> list[str]:
-    """A gallery shows other pages' captions: re-read it whenever a page changes."""
+    """The gallery and the figure table show other pages' figures: re-read them whenever a
+    page changes."""
     return sorted(getattr(env, "qkov_gallery_docs", set())) if added | changed | removed else []
 
 
@@ -579,41 +753,15 @@ def _purge_figures(app, env, docname) -> None:
 def _merge_figures(app, env, docnames, other) -> None:
     env.__dict__.setdefault("qkov_figures", {}).update(
         {k: v for k, v in getattr(other, "qkov_figures", {}).items() if v["docname"] in docnames})
-
-
-# Display equations scroll sideways instead of being clipped (desktop and phone widths);
-# tables too; the gallery is a grid of cards.
-CSS = """\
-mjx-container[display="true"], div.math, .math-wrapper { overflow-x: auto; overflow-y: hidden;
-  max-width: 100%; }
-.cell_output .output, table.dataframe, div.pst-scrollable-table-container { overflow-x: auto; }
-table.qkov-printed-table { display: block; overflow-x: auto; max-width: 100%;
-  font-size: 0.85em; font-variant-numeric: tabular-nums; }
-table.qkov-printed-table td { text-align: right; white-space: nowrap; }
-.qkov-figure-info { font-size: 0.9em; border-left: 3px solid #bbb; padding: 0.2em 0.8em;
-  margin: 0.5em 0 1.5em 0; }
-.qkov-figure-info pre { white-space: pre-wrap; word-break: break-all; }
-.qkov-headline { display: block; }
-.qkov-gallery { display: grid; grid-template-columns: repeat(auto-fill, minmax(260px, 1fr));
-  gap: 1.2em; }
-.qkov-gallery-item { border: 1px solid #ddd; border-radius: 4px; padding: 0.6em;
-  font-size: 0.85em; }
-.qkov-gallery-item img { width: 100%; height: auto; }
-"""
-
-
-def _write_css(app, exception) -> None:
-    if exception is not None or app.builder.format != "html":
-        return
-    target = Path(app.outdir) / "_static" / CSS_FILE
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(CSS)
+    env.__dict__.setdefault("qkov_gallery_docs", set()).update(
+        getattr(other, "qkov_gallery_docs", set()) & set(docnames))
 
 
 def setup(app):
     mathjax_source()  # fail at start, not after a long build, if MathJax is not installed
     app.add_directive("qkov-record", RecordDirective)
     app.add_directive("qkov-gallery", GalleryDirective)
+    app.add_directive("qkov-figure-table", FigureTableDirective)
     app.add_directive("qkov-citation", CitationDirective)
     app.add_node(_FigureLink)
     app.add_node(_FigureCaption)
@@ -625,6 +773,5 @@ def setup(app):
     app.connect("env-purge-doc", _purge_figures)
     app.connect("env-get-outdated", _gallery_outdated)
     app.connect("env-merge-info", _merge_figures)
-    app.connect("build-finished", _copy_mathjax)
-    app.connect("build-finished", _write_css)
+    app.connect("build-finished", _copy_static)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
