@@ -1,4 +1,4 @@
-"""The paper's run configurations match paper-spec sections 3 and 4; what the figures
+"""The paper's run configurations match its sections 3 and 4 (the experiments' table); what the figures
 compute from the runs."""
 
 import numpy as np

@@ -171,7 +171,7 @@ print("synthetic init", digest(*(p[n] for p in params for n in sorted(p))))
 p = la.Parameters()
 data = agreement.generate(p.train_sentences, derived_seed(1234, "data"), modifiers=(0, 3))
 print("agreement data", digest(data.tokens, data.labels))
-print("agreement held-out", digest(*(t.tokens for t in la.test_sets(p, 1234).values())))
+print("agreement held-out", digest(*(t.tokens for t in la.held_out_sets(p, 1234).values())))
 model = Decoder(la.model_config(p), generator=init_generator(1234))
 print("agreement init", digest(*(q.detach() for q in model.parameters())))
 """

@@ -5,7 +5,7 @@ parameterizations at equal learning rates (row 1) and with faster QK learning (r
 together, recording held-out loss and attention along the way; :func:`summaries` evaluates
 the trained runs on held-out sequences; the table and row functions turn those into what the
 notebook prints and the artifacts hold. The panels' runs (:data:`PANELS`) follow the paper's
-table (paper-spec section 3), which a test checks against the book's run table.
+table of runs (section 3 of the paper), which a test checks against the book's run table.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ..plotting import HOUSE_STYLE, PARAMETERIZATION_COLORS, house_style, new_fi
 from ..seeding import init_generator
 from ..spec import Drawing, FigureSpec
 from ..stats import seed_interval_text
-from ..synthetic import metrics, models
+from ..synthetic import metrics, models, trajectories
 from ..synthetic.models import ModelSpec
 from ..synthetic.train import RunConfig
 from ..synthetic.train import train as train_runs
@@ -275,14 +275,11 @@ def diagnostics(summaries: list[PanelSummary]) -> list[dict]:
 TRAJECTORY_MEASURES = ("attention_distinct", "attention_class")
 
 
-def trajectory_rows(summaries: list[PanelSummary]) -> list[dict]:
-    """trajectories.csv: every run's held-out loss and attention after every epoch."""
-    return [
-        {"panel": s.panel.key, "seed": seed, "epoch": int(row[0]), "loss": float(row[1]),
-         "attention_distinct": float(row[2]), "attention_class": float(row[3])}
-        for s in summaries for seed, trajectory in zip(s.seeds, s.trajectories)
-        for row in trajectory
-    ]
+def trajectory_rows(summaries: list[PanelSummary]):
+    """trajectories.csv (qkov.synthetic.trajectories): every run's held-out loss and
+    attention after every epoch."""
+    return trajectories.table(trajectories.Trajectory(s.panel.key, seed, points)
+                              for s in summaries for seed, points in zip(s.seeds, s.trajectories))
 
 
 MATCHED_LOSS_LEVELS = np.geomspace(3.0, 3e-5, 51)  # ten per decade, from near log 50 down

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import params as P
 from ..params import (
+    ParameterError,
     boolean,
     derived,
     integer,
@@ -54,25 +54,25 @@ class SweepCondition:
 
 
 def _length(name, value):
-    return tasks.check_length(P.integer(name, value, 3))
+    return tasks.check_length(integer(name, value, 3))
 
 
 def _variants(name: str, value) -> list[SweepCondition]:
     if not isinstance(value, (list, tuple)):
-        raise P.ParameterError(name, f'expected a list of [T, init, lr_ov] triples, got '
+        raise ParameterError(name, f'expected a list of [T, init, lr_ov] triples, got '
                                f'{value!r}; with papermill: -y "{name}: [[128, identity, 0.1]]"')
     out = []
     for i, item in enumerate(value):
         if not isinstance(item, (list, tuple)) or len(item) != 3:
-            raise P.ParameterError(name, f"item {i}: expected [T, init, lr_ov], got {item!r}")
+            raise ParameterError(name, f"item {i}: expected [T, init, lr_ov], got {item!r}")
         T, init, lr_ov = item
         if init not in INITS:
-            raise P.ParameterError(name, f"item {i}: init must be one of {INITS}, got {init!r}")
+            raise ParameterError(name, f"item {i}: init must be one of {INITS}, got {init!r}")
         try:
             T = _length("T", T)
-            lr_ov = P.number("lr_ov", lr_ov, above=0)
-        except P.ParameterError as err:  # name the list and the item, not just the field
-            raise P.ParameterError(name, f"item {i}: {err}") from None
+            lr_ov = number("lr_ov", lr_ov, above=0)
+        except ParameterError as err:  # name the list and the item, not just the field
+            raise ParameterError(name, f"item {i}: {err}") from None
         out.append(SweepCondition(T, init, lr_ov))
     return out
 

@@ -17,9 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import artifacts
-from .. import params as P
 from ..circuits import PARAMETERIZATIONS
-from ..params import derived, number, optional_path, parameter
+from ..params import ParameterError, derived, number, optional_path, parameter
 from ..plotting import PARAMETERIZATION_COLORS, curve_points, house_style, new_figure
 from ..spec import FigureSpec
 from ..synthetic import metrics
@@ -69,7 +68,7 @@ def measured_fig2_sharpness(path: Path, matched_loss: float) -> dict[str, dict[s
     runs_file = path.parent / fig2_runs.FILE
     for needed in (path, runs_file):
         if not needed.is_file():
-            raise P.ParameterError("fig2_summary", f"no file {needed}: run "
+            raise ParameterError("fig2_summary", f"no file {needed}: run "
                                    "notebooks/paper-fig2.ipynb first (`make figures` does)")
     try:
         if json.loads(path.read_text()).get("figure") != "paper-fig2":
@@ -78,7 +77,7 @@ def measured_fig2_sharpness(path: Path, matched_loss: float) -> dict[str, dict[s
         if {t.panel for t in runs} != set(ROW1_PANELS):
             raise ValueError(f"{runs_file}: expected rows for {', '.join(ROW1_PANELS)}")
     except ValueError as err:
-        raise P.ParameterError("fig2_summary", f"{err}; re-run notebooks/paper-fig2.ipynb") \
+        raise ParameterError("fig2_summary", f"{err}; re-run notebooks/paper-fig2.ipynb") \
             from None
     measured = {}
     for panel in ROW1_PANELS:
@@ -86,7 +85,7 @@ def measured_fig2_sharpness(path: Path, matched_loss: float) -> dict[str, dict[s
         values = [metrics.attention_at_loss(t, matched_loss) for t in mine]
         if any(v is None for v in values):
             lowest = max(float(t[:, 1].min()) for t in mine)
-            raise P.ParameterError(
+            raise ParameterError(
                 "matched_loss", f"{matched_loss:g}: not every {panel} run of paper-fig2 "
                 f"reached this held-out loss (all of them reached {lowest:.3g}); choose a "
                 "larger matched_loss")
