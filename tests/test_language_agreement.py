@@ -86,45 +86,45 @@ def test_vocabulary_round_trip():
 
 
 def test_the_figure_runs_end_to_end_at_a_tiny_size():
-    from qkov.figures import language_agreement as L
+    from qkov.figures import language_agreement
 
-    p = L.Parameters(seeds=[1, 2], train_sentences=64, test_sentences=16, max_modifiers=2,
+    p = language_agreement.Parameters(seeds=[1, 2], train_sentences=64, test_sentences=16, max_modifiers=2,
                      epochs=2, workers=1, conditions=["matched", "faster QK"])
-    results = L.train(p)
-    records = L.rows(results)
+    results = language_agreement.train(p)
+    records = language_agreement.rows(results)
     assert len(records) == 2 * 2 * 3  # conditions x seeds x attractor counts 0..2
     for r in records:
         assert 0 <= r["accuracy"] <= 1 and 0 <= r["attention_rollout"] <= 1 + 1e-6
         # one layer, read at a pad slot: rollout, layer mean and layer max coincide
         assert r["attention_rollout"] == pytest.approx(r["attention_layer_mean"], abs=1e-6)
         assert r["attention_layer_max"] == pytest.approx(r["attention_layer_mean"], abs=1e-6)
-    assert [row["condition"] for row in L.summary_table(records)] == ["matched", "faster QK"]
-    assert [(row["attractors"], row["condition"]) for row in L.attractor_table(records)] == [
-        (a, c) for a in (0, 1, 2) for c in L.CONDITIONS if c in p.conditions]
-    maps = L.heatmaps(results)
+    assert [row["condition"] for row in language_agreement.summary_table(records)] == ["matched", "faster QK"]
+    assert [(row["attractors"], row["condition"]) for row in language_agreement.attractor_table(records)] == [
+        (a, c) for a in (0, 1, 2) for c in language_agreement.CONDITIONS if c in p.conditions]
+    maps = language_agreement.heatmaps(results)
     for m in maps.values():
         assert m.shape == (5, 5) and m.sum() == pytest.approx(100.0)
-    assert len(L.curve_rows(results)) == 2 * 2 * 2 * 3
+    assert len(language_agreement.curve_rows(results)) == 2 * 2 * 2 * 3
     # matched and faster QK start from the same weights and see the same batches: with one
     # batch per epoch, the first epoch's loss is measured before any step and is the same
     loss = {(r["condition"], r["seed"]): r["loss"] for r in results}
     assert loss["matched", 1][0] == loss["faster QK", 1][0]
     assert loss["matched", 1][0] != loss["matched", 2][0]
     assert loss["matched", 1][1] != loss["faster QK", 1][1]
-    L.plot(records, maps, results)
+    language_agreement.plot(records, maps, results)
     with pytest.raises(Exception, match="n_heads"):
-        L.Parameters(d_model=30, n_heads=4)
+        language_agreement.Parameters(d_model=30, n_heads=4)
     with pytest.raises(Exception, match="conditions"):
-        L.Parameters(conditions=["faster QK", "matched"])
+        language_agreement.Parameters(conditions=["faster QK", "matched"])
 
 
 def test_each_condition_puts_its_circuits_at_the_multiplier():
-    from qkov.figures import language_agreement as L
+    from qkov.figures import language_agreement
 
-    p = L.Parameters(lr=0.01, qk_multiplier=30.0)
+    p = language_agreement.Parameters(lr=0.01, qk_multiplier=30.0)
     rates = {}
-    for c in L.CONDITIONS:
-        s = L.setup(p, c, 1)
+    for c in language_agreement.CONDITIONS:
+        s = language_agreement.setup(p, c, 1)
         rates[c] = (s.lr * s.qk_multiplier, s.lr * s.embedding_multiplier, s.lr)
     assert rates["matched"] == pytest.approx((0.01, 0.01, 0.01))
     assert rates["faster QK"] == pytest.approx((0.3, 0.3, 0.01))
@@ -133,24 +133,24 @@ def test_each_condition_puts_its_circuits_at_the_multiplier():
 
 
 def test_a_run_does_not_depend_on_the_number_of_workers():
-    from qkov.figures import language_agreement as L
+    from qkov.figures import language_agreement
 
     kw = dict(seeds=[1, 2], train_sentences=256, test_sentences=64, max_modifiers=3, epochs=3,
               conditions=["matched", "faster QK"])
-    one = L.rows(L.train(L.Parameters(workers=1, **kw)))
-    two = L.rows(L.train(L.Parameters(workers=2, **kw)))
+    one = language_agreement.rows(language_agreement.train(language_agreement.Parameters(workers=1, **kw)))
+    two = language_agreement.rows(language_agreement.train(language_agreement.Parameters(workers=2, **kw)))
     assert one == two
 
 
 def test_the_language_figures_share_the_condition_names_and_the_held_out_sets_are_seeded():
-    from qkov.figures import language_agreement as L
+    from qkov.figures import language_agreement
     from qkov.language import pipelines
 
     # one spelling: the real-data figures' two conditions are the agreement figure's first two
-    assert pipelines.CONDITIONS == ("matched", "faster QK") == tuple(L.CONDITIONS)[:2]
-    p = L.Parameters(test_sentences=8, max_modifiers=2)
-    sets = L.held_out_sets(p, 1)
+    assert pipelines.CONDITIONS == ("matched", "faster QK") == tuple(language_agreement.CONDITIONS)[:2]
+    p = language_agreement.Parameters(test_sentences=8, max_modifiers=2)
+    sets = language_agreement.held_out_sets(p, 1)
     assert sorted(sets) == [0, 1, 2]
     for attractors, data in sets.items():
         assert (data.n_attractors == attractors).all() and (data.n_modifiers == 2).all()
-        assert torch.equal(data.tokens, L.held_out_sets(p, 1)[attractors].tokens)
+        assert torch.equal(data.tokens, language_agreement.held_out_sets(p, 1)[attractors].tokens)

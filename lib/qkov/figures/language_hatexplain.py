@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..language import pipelines as L
+from ..language import pipelines
 from ..language.data import HATEXPLAIN_LABELS, HateXplainData, load_hatexplain
 from ..language.metrics import ERASER_FRACTION
 from ..language.models import DecoderConfig
@@ -64,8 +64,8 @@ class Parameters(FigureParameters):
     d_head: int = parameter(64, integer, minimum=1)
     d_mlp: int = parameter(256, integer, minimum=0)
     top_fraction: float = parameter(ERASER_FRACTION, number, above=0)  # ERASER top-k share
-    train_limit: int | None = parameter(None, L.optional_count)  # first N training posts
-    device: str = parameter("auto", L.device_name)
+    train_limit: int | None = parameter(None, pipelines.optional_count)  # first N training posts
+    device: str = parameter("auto", pipelines.device_name)
     artifacts_dir: str | None = parameter(None, optional_path)
 
     def check(self):
@@ -84,19 +84,19 @@ def data_missing(p: Parameters) -> bool:
     paths = p.paths
     inputs = {"hatexplain_dir": (p.hatexplain_dir, "hatexplain")} if paths is None else {
         f"hatexplain_dir/{path.name}": (str(path), "hatexplain") for path in paths}
-    return L.missing_data(SPEC.id, inputs, "-p hatexplain_dir PATH/TO/HateXplain/Data")
+    return pipelines.missing_data(SPEC.id, inputs, "-p hatexplain_dir PATH/TO/HateXplain/Data")
 
 
 @dataclass
 class Prepared:
     data: HateXplainData
     tokenizer: Tokenizer
-    train: L.TokenBatch
-    test: L.TokenBatch
+    train: pipelines.TokenBatch
+    test: pipelines.TokenBatch
     config: DecoderConfig
 
 
-def encode(posts, tokenizer: Tokenizer, max_length: int) -> L.TokenBatch:
+def encode(posts, tokenizer: Tokenizer, max_length: int) -> pipelines.TokenBatch:
     """WordPiece tokens of each post (its first ``max_length - 1``: the slot after the last
     token is the readout), the label, and as rationale the tokens of words that at least
     half of the rationale-giving annotators marked."""
@@ -107,7 +107,7 @@ def encode(posts, tokenizer: Tokenizer, max_length: int) -> L.TokenBatch:
         rows.append(ids)
         rationales.append([post.rationale[w] >= 0.5 for w in words])
     width = min(max_length, max(len(r) for r in rows) + 1)
-    return L.padded_batch(rows, width, tokenizer.pad_id, labels=[p.label for p in posts],
+    return pipelines.padded_batch(rows, width, tokenizer.pad_id, labels=[p.label for p in posts],
                           rationale=rationales)
 
 
@@ -142,7 +142,7 @@ def run(p: Parameters, prepared: Prepared, progress: bool = True):
     base = {"optimizer": "adamw", "lr": p.lr, "weight_decay": p.weight_decay, "epochs": p.epochs,
             "batch_size": p.batch_size, "schedule": "cosine",
             "warmup_fraction": p.warmup_fraction, "grad_clip": p.grad_clip}
-    return L.run_classifier(prepared.config, prepared.train, prepared.test, p.seeds, base,
+    return pipelines.run_classifier(prepared.config, prepared.train, prepared.test, p.seeds, base,
                             p.qk_multiplier, p.embedding_multiplier, p.device, p.top_fraction,
                             progress=progress)
 
@@ -152,11 +152,11 @@ SHOWN = ["accuracy", "attention_rollout", "attention_layer_mean", "attention_lay
 
 
 def plot(rows, heatmaps, top_fraction: float = ERASER_FRACTION):
-    return L.plot_classifier(rows, heatmaps, top_fraction=top_fraction,
+    return pipelines.plot_classifier(rows, heatmaps, top_fraction=top_fraction,
                              title="HateXplain (paper section 5): faster QK vs "
                                    "matched learning rates, test split")
 
 
 def tables(heatmaps, runs) -> dict:
     """Extra CSV files of the artifacts: the heatmaps."""
-    return {"heatmaps.csv": L.heatmap_rows(heatmaps)}
+    return {"heatmaps.csv": pipelines.heatmap_rows(heatmaps)}

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from .. import seeding
-from ..language import pipelines as L
+from ..language import pipelines
 from ..language.data import SquadData, load_glove, load_squad
 from ..language.metrics import (
     ATTENTION_METHODS,
@@ -69,15 +69,15 @@ class Parameters(FigureParameters):
     d_head: int = parameter(50, integer, minimum=1)
     d_mlp: int = parameter(1200, integer, minimum=0)  # not stated: 4 d_model
     n_layers: int = parameter(6, integer, minimum=1)
-    train_limit: int | None = parameter(None, L.optional_count)  # first N answerable questions
-    eval_limit: int | None = parameter(None, L.optional_count)  # first N dev questions
-    device: str = parameter("auto", L.device_name)
+    train_limit: int | None = parameter(None, pipelines.optional_count)  # first N answerable questions
+    eval_limit: int | None = parameter(None, pipelines.optional_count)  # first N dev questions
+    device: str = parameter("auto", pipelines.device_name)
     artifacts_dir: str | None = parameter(None, optional_path)
 
 
 def data_missing(p: Parameters) -> bool:
     """True (and what to do printed) if a SQuAD file or the GloVe vectors are not there."""
-    return L.missing_data(
+    return pipelines.missing_data(
         SPEC.id, {"squad_train": (p.squad_train, "squad"), "squad_dev": (p.squad_dev, "squad"),
                     "glove_path": (p.glove_path, "glove")},
         "-p squad_train PATH/train-v2.0.json -p squad_dev PATH/dev-v2.0.json "
@@ -126,8 +126,8 @@ class Prepared:
     train_data: SquadData
     dev_data: SquadData
     tokenizer: Tokenizer
-    train: L.TokenBatch
-    prompts: L.TokenBatch  # dev prompts; rationale = the answer span; labels = first answer token
+    train: pipelines.TokenBatch
+    prompts: pipelines.TokenBatch  # dev prompts; rationale = the answer span; labels = first answer token
     golds: list[list[str]]
     train_too_long: int
     dev_too_long: int
@@ -153,11 +153,11 @@ def prepare(p: Parameters) -> Prepared:
     if not train.prompts or not dev.prompts:
         raise ValueError(f"no training or dev question fits max_length={p.max_length}")
     rows = [q + a for q, a in zip(train.prompts, train.answers)]
-    train_batch = L.padded_batch(
+    train_batch = pipelines.padded_batch(
         rows, max(map(len, rows)), tokenizer.pad_id,
         loss_mask=[[False] * len(q) + [True] * len(a) for q, a in zip(train.prompts, train.answers)],
         rationale=[s + [False] * len(a) for s, a in zip(train.spans, train.answers)])
-    prompts = L.padded_batch(dev.prompts, max(map(len, dev.prompts)), tokenizer.pad_id,
+    prompts = pipelines.padded_batch(dev.prompts, max(map(len, dev.prompts)), tokenizer.pad_id,
                              labels=[a[0] for a in dev.answers], rationale=dev.spans)
     config = DecoderConfig(vocab_size=tokenizer.vocab_size, max_len=p.max_length,
                            d_model=p.d_model, n_heads=p.n_heads, d_head=p.d_head, d_mlp=p.d_mlp,
@@ -178,7 +178,7 @@ def describe(prepared: Prepared) -> str:
 
 
 @torch.no_grad()
-def generate(model: Decoder, prompts: L.TokenBatch, max_new: int, eos_id: int,
+def generate(model: Decoder, prompts: pipelines.TokenBatch, max_new: int, eos_id: int,
              batch_size: int = 128) -> list[list[int]]:
     """Greedy answers: per prompt, up to ``max_new`` tokens (fewer where the model's
     ``max_len`` ends first), stopped at ``eos_id`` (not included)."""
@@ -211,7 +211,7 @@ def generate(model: Decoder, prompts: L.TokenBatch, max_new: int, eos_id: int,
 
 
 @torch.no_grad()
-def answer_attention(model: Decoder, prompts: L.TokenBatch, batch_size: int = 128
+def answer_attention(model: Decoder, prompts: pipelines.TokenBatch, batch_size: int = 128
                      ) -> dict[str, np.ndarray]:
     """Per dev prompt: attention from its last token on the answer span (three ways), and
     the probability it gives the answer's first token."""
@@ -238,9 +238,9 @@ def run(p: Parameters, prepared: Prepared, progress: bool = True):
     base = {"optimizer": "adamw", "lr": p.lr, "weight_decay": p.weight_decay, "epochs": p.epochs,
             "batch_size": p.batch_size, "schedule": "one_cycle",
             "warmup_fraction": p.warmup_fraction, "grad_clip": p.grad_clip}
-    rows, pooled, predictions = [], {c: ([], []) for c in L.CONDITIONS}, []
+    rows, pooled, predictions = [], {c: ([], []) for c in pipelines.CONDITIONS}, []
     for seed in p.seeds:
-        for condition, setup in L.setups(base, p.qk_multiplier, 1.0, seed).items():
+        for condition, setup in pipelines.setups(base, p.qk_multiplier, 1.0, seed).items():
             model = Decoder(prepared.config, generator=seeding.init_generator(seed))
             with torch.no_grad():  # GloVe where the token has a vector, else the random init
                 model.token_embedding.weight[prepared.found] = prepared.embedding[prepared.found]
@@ -275,15 +275,15 @@ def plot(rows, heatmaps):
         fig = new_figure(figsize=(12, 7.2))
         top, bottom = fig.subfigures(2, 1)
         axes = top.subplots(1, 2, width_ratios=[1, 1.4])
-        L.bars(axes[0], rows, ["f1", "exact_match"], ["token F1", "exact match"])
+        pipelines.bars(axes[0], rows, ["f1", "exact_match"], ["token F1", "exact match"])
         axes[0].set_ylim(0, 1)
         axes[0].set_title("(a) answers to the dev questions")
-        L.bars(axes[1], rows, [f"attention_{m}" for m in ATTENTION_METHODS],
+        pipelines.bars(axes[1], rows, [f"attention_{m}" for m in ATTENTION_METHODS],
                ["rollout", "layer mean", "layer max"])
         axes[1].set_ylim(0, 1)
         axes[1].set_title("(b) attention from the last prompt token on the answer span")
         axes[1].legend(loc="upper right", fontsize=8)
-        L.heatmap_panels(bottom, heatmaps, "cd", "attention on the answer span (rollout)",
+        pipelines.heatmap_panels(bottom, heatmaps, "cd", "attention on the answer span (rollout)",
                          "probability of the answer's first token", "% of dev questions")
         fig.suptitle("SQuAD 2.0, answerable questions (paper section 5): faster QK vs matched "
                      "learning rates", fontsize=10)
@@ -292,4 +292,4 @@ def plot(rows, heatmaps):
 
 def tables(heatmaps, predictions) -> dict:
     """Extra CSV files of the artifacts: the heatmaps, and the first answers of each run."""
-    return {"heatmaps.csv": L.heatmap_rows(heatmaps), "predictions.csv": predictions}
+    return {"heatmaps.csv": pipelines.heatmap_rows(heatmaps), "predictions.csv": predictions}

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..language import pipelines as L
+from ..language import pipelines
 from ..language.data import AGREEMENT_LABELS, AgreementData, load_agreement
 from ..language.metrics import ERASER_FRACTION
 from ..language.models import DecoderConfig
@@ -69,9 +69,9 @@ class Parameters(FigureParameters):
     n_heads: int = parameter(4, integer, minimum=1)
     d_head: int = parameter(64, integer, minimum=1)
     top_fraction: float = parameter(ERASER_FRACTION, number, above=0)  # ERASER top-k share
-    example_limit: int | None = parameter(None, L.optional_count)  # first N rows of the file
-    test_limit: int | None = parameter(None, L.optional_count)  # first N test examples
-    device: str = parameter("auto", L.device_name)
+    example_limit: int | None = parameter(None, pipelines.optional_count)  # first N rows of the file
+    test_limit: int | None = parameter(None, pipelines.optional_count)  # first N test examples
+    device: str = parameter("auto", pipelines.device_name)
     artifacts_dir: str | None = parameter(None, optional_path)
 
     def check(self):
@@ -81,7 +81,7 @@ class Parameters(FigureParameters):
 
 def data_missing(p: Parameters) -> bool:
     """True (and what to do printed) if the agreement TSV is not there."""
-    return L.missing_data(SPEC.id, {"agreement_tsv": (p.agreement_tsv, "agreement")},
+    return pipelines.missing_data(SPEC.id, {"agreement_tsv": (p.agreement_tsv, "agreement")},
                           "-p agreement_tsv PATH/TO/agr_50_mostcommon_10K.tsv")
 
 
@@ -89,17 +89,17 @@ def data_missing(p: Parameters) -> bool:
 class Prepared:
     data: AgreementData
     tokenizer: Tokenizer
-    train: L.TokenBatch
-    test: L.TokenBatch
+    train: pipelines.TokenBatch
+    test: pipelines.TokenBatch
     test_attractors: np.ndarray  # per test example: n_diff_intervening
     too_long: int  # examples whose prefix does not fit max_length - 1: left out
     config: DecoderConfig
 
 
-def encode(examples, tokenizer: Tokenizer, width: int) -> L.TokenBatch:
+def encode(examples, tokenizer: Tokenizer, width: int) -> pipelines.TokenBatch:
     rows = [tokenizer.encode_words(e.words).ids for e in examples]
     rationale = [[i == e.subject_index for i in range(len(e.words))] for e in examples]
-    return L.padded_batch(rows, width, tokenizer.pad_id, labels=[e.label for e in examples],
+    return pipelines.padded_batch(rows, width, tokenizer.pad_id, labels=[e.label for e in examples],
                           rationale=rationale)
 
 
@@ -139,7 +139,7 @@ def run(p: Parameters, prepared: Prepared, progress: bool = True):
     base = {"optimizer": "sgd", "lr": p.lr, "momentum": p.momentum,
             "weight_decay": p.weight_decay, "epochs": p.epochs, "batch_size": p.batch_size,
             "schedule": "cosine", "warmup_fraction": p.warmup_fraction, "grad_clip": p.grad_clip}
-    return L.run_classifier(prepared.config, prepared.train, prepared.test, p.seeds, base,
+    return pipelines.run_classifier(prepared.config, prepared.train, prepared.test, p.seeds, base,
                             p.qk_multiplier, p.embedding_multiplier, p.device, p.top_fraction,
                             progress=progress)
 
@@ -165,12 +165,12 @@ SHOWN = ["accuracy", "attention_rollout", "attention_layer_mean", "attention_lay
 
 
 def plot(rows, heatmaps, top_fraction: float = ERASER_FRACTION):
-    return L.plot_classifier(rows, heatmaps, top_fraction=top_fraction,
+    return pipelines.plot_classifier(rows, heatmaps, top_fraction=top_fraction,
                              title="Subject-verb agreement, Linzen et al. data (paper "
                                    "section 5): faster QK vs matched learning rates")
 
 
 def tables(heatmaps, runs, prepared: Prepared) -> dict:
     """Extra CSV files of the artifacts: the heatmaps, and results by attractor count."""
-    return {"heatmaps.csv": L.heatmap_rows(heatmaps),
+    return {"heatmaps.csv": pipelines.heatmap_rows(heatmaps),
             "attractors.csv": attractor_rows(runs, prepared.test_attractors)}
