@@ -11,27 +11,28 @@
 # (qkov_tools.imports.library_inputs): editing lib/qkov re-runs the figures that use what
 # was edited, and only those; a run with nothing changed does nothing. Training rules take
 # both cores (each trains in two processes), so they run one after the other rather than
-# competing for the cores. `all` leaves out the figures whose spec needs a dataset that
-# cannot be downloaded here (run them by name once you have it: `snakemake language_sva`,
-# with the data where the notebook's parameters say).
+# competing for the cores. The figures whose spec needs a dataset that cannot be downloaded
+# here get no rule: their data paths are notebook parameters, which a rule does not pass;
+# run them with papermill or as a sweep (sweeps/) that gives the paths.
 
 import sys
 
 from qkov.figures import specs
 from qkov_tools.imports import library_inputs
 
-SPECS = specs().values()
+SPECS = [spec for spec in specs().values() if not spec.needs_dataset]
 
 # The notebook is rewritten in place by the run; touching the outputs afterwards keeps them
-# newer than it, so the next run sees nothing to do. sys.executable: the jobs use the
+# newer than it, so the next run sees nothing to do (touch -c: a file the run did not write
+# stays missing, and the rule fails). sys.executable: the jobs use the
 # environment Snakemake runs in, activated or not.
-RUN_NOTEBOOK = (f"({sys.executable} -m qkov_tools run {{input.notebook}} && touch {{output}})"
+RUN_NOTEBOOK = (f"({sys.executable} -m qkov_tools run {{input.notebook}} && touch -c {{output}})"
                 " > {log} 2>&1")
 
 
 rule all:
     input:
-        [path for spec in SPECS if not spec.needs_dataset for path in spec.outputs()],
+        [path for spec in SPECS for path in spec.outputs()],
 
 
 for spec in SPECS:

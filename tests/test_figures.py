@@ -52,6 +52,13 @@ def test_specs_and_notebooks_match_one_to_one_and_the_book_shows_each():
             assert name in specs[other].files, (spec.id, read)
 
 
+def test_every_figure_module_has_what_publish_and_the_spec_rely_on():
+    for spec in figures.specs().values():
+        names = figure_module(spec.id).Parameters.names()
+        assert "artifacts_dir" in names, spec.id  # publish writes there
+        assert (spec.dtype is None) == ("dtype" in names), spec.id  # who says the dtype
+
+
 @pytest.mark.parametrize("field, value, message", [
     ("id", "Paper_Fig2", "id: expected lower-case words"),
     ("tables", ("heatmaps.txt",), "tables: expected file names ending in .csv"),
@@ -59,7 +66,7 @@ def test_specs_and_notebooks_match_one_to_one_and_the_book_shows_each():
     ("reads", ("paper-fig9",), "reads: expected '<other-figure-id>/<file>'"),
     ("reads", ("my-fig/data.csv",), "reads: expected '<other-figure-id>/<file>'"),
     ("threads", 0, "threads: expected an integer >= 1"),
-    ("resources", {"gpus": 1}, "resources: expected positive integers"),
+    ("resources", {"gpus": 1}, "resources: unknown \\['gpus'\\]"),
     ("resources", {"mem_mb": -1}, "resources: expected positive integers"),
     ("dtype", "float16", "dtype: expected one of"),
     ("extra_drawings", (Drawing("a", None), Drawing("a", None)), "extra_drawings: expected distinct"),

@@ -65,6 +65,7 @@ def test_a_grid_is_every_combination_with_readable_ids(tmp_path):
         "artifacts/sweeps/g/M-10_eta_ov-2/summary.json",
         "artifacts/sweeps/g/M-10_eta_ov-2/notebook.ipynb"]
     assert sweep.threads == 1  # the figure's own (its SPEC)
+    assert sweep.resources == {"mem_mb": 1000, "runtime": 10}  # its SPEC's, unless the file says
 
 
 @pytest.mark.parametrize("body, expected", [

@@ -85,7 +85,7 @@ def mathjax_source() -> Path:
     if not source.is_file():
         raise FileNotFoundError(
             f"{source} is missing: install the book's dependencies with "
-            "`pip install -e '.[dev]'` (django-static-mathjax)"
+            "`pip install -e '.[book]'` (django-static-mathjax)"
         )
     return Path(str(source))
 
@@ -531,8 +531,8 @@ def code_line(figure: BookFigure, srcdir: Path, docname: str, line: int = 0) -> 
         logger.warning(f"figure {figure.label}: its module {path} is missing",
                        location=(docname, line))
         para += nodes.literal(figure.module_file, figure.module_file)
-    para += nodes.Text("); the core of the library (the synthetic task's model, its "
-                       "gradient and training step, the reduced dynamics), shown from its "
+    para += nodes.Text("); the core of the library (the models, their gradient and training "
+                       "step, the reduced dynamics, the language measures), shown from its "
                        "source: ")
     para += _doc_link(CORE_PAGE, docname)
     para += nodes.Text(".")

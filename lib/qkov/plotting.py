@@ -47,7 +47,6 @@ HOUSE_STYLE = {
 # DISPLAY_WIDTH_IN wide (9-point tick labels then show at about 10 px, not 5).
 DISPLAY_WIDTH_IN = 8.5
 
-FORMATS = DRAWING_FORMATS
 # No creation dates in the files, so a re-run with equal results writes equal bytes.
 _METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "ModDate": None},
              "svg": {"Date": None}}
@@ -105,7 +104,7 @@ def save_figure(fig, folder: Path, stem: str = "figure") -> list[Path]:
     paths = []
     fit_text_to_page(fig)
     with house_style():
-        for fmt in FORMATS:
+        for fmt in DRAWING_FORMATS:
             buffer = io.BytesIO()
             fig.savefig(buffer, format=fmt, bbox_inches="tight", metadata=_METADATA[fmt])
             path = Path(folder) / f"{stem}.{fmt}"
@@ -132,6 +131,7 @@ def publish(spec: FigureSpec, parameters: Any, rows: Sequence[Mapping[str, Any]]
         if given[kind] != expected[kind]:
             raise ValueError(f"publish({spec.id!r}): {kind}: its SPEC declares "
                              f"{expected[kind]}, the notebook gave {given[kind]}")
+    dtype = spec.dtype_of(parameters)
     folder = figure_dir(spec.id, parameters.artifacts_dir)
     written = [path for stem, fig in drawings.items() for path in save_figure(fig, folder, stem)]
     for name, table in (tables or {}).items():
@@ -139,8 +139,7 @@ def publish(spec: FigureSpec, parameters: Any, rows: Sequence[Mapping[str, Any]]
         write_table(folder / name, table_rows, columns)
         written.append(folder / name)
     summary = write_summary(folder, spec.id, parameters, rows,
-                            wall_time_s=time.perf_counter() - started,
-                            dtype=spec.dtype_of(parameters))
+                            wall_time_s=time.perf_counter() - started, dtype=dtype)
     written += [folder / "data.csv", summary]
     print("wrote", ", ".join(path.name for path in written))
 

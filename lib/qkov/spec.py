@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from types import MappingProxyType
 
 DRAWING_FORMATS = ("png", "pdf", "svg")
 ALWAYS_WRITTEN = ("data.csv", "summary.json")  # every figure's rows and summary
@@ -87,10 +88,14 @@ class FigureSpec:
                                  f"got {read!r}")
         if not isinstance(self.threads, int) or self.threads < 1:
             raise ValueError(f"{where}: threads: expected an integer >= 1, got {self.threads!r}")
-        unknown = set(self.resources) - set(RESOURCES)
-        if unknown or not all(isinstance(v, int) and v > 0 for v in self.resources.values()):
-            raise ValueError(f"{where}: resources: expected positive integers for "
-                             f"{RESOURCES}, got {dict(self.resources)!r}")
+        unknown = sorted(set(self.resources) - set(RESOURCES))
+        if unknown:
+            raise ValueError(f"{where}: resources: unknown {unknown}; a spec may set "
+                             f"{RESOURCES} (a GPU: run the figure as a sweep that asks for it)")
+        if not all(isinstance(v, int) and v > 0 for v in self.resources.values()):
+            raise ValueError(f"{where}: resources: expected positive integers, "
+                             f"got {dict(self.resources)!r}")
+        object.__setattr__(self, "resources", MappingProxyType(dict(self.resources)))
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ValueError(f"{where}: dtype: expected one of {DTYPES} or None, "
                              f"got {self.dtype!r}")

@@ -21,7 +21,10 @@ own ``SPEC`` (``qkov.figures.specs()``).
 from importlib.util import find_spec
 
 # Fail on import, naming what is missing, rather than deep inside a run.
-_MISSING = [name for name in ("nbformat", "nbstripout", "papermill", "yaml") if find_spec(name) is None]
+# module: the distribution that provides it
+_NEEDS = {"nbformat": "nbformat", "nbstripout": "nbstripout", "papermill": "papermill",
+          "yaml": "pyyaml"}
+_MISSING = [dist for module, dist in _NEEDS.items() if find_spec(module) is None]
 if _MISSING:
     raise ImportError(f"qkov_tools needs the 'tools' extra (pip install -e '.[tools]'); "
                       f"missing: {', '.join(_MISSING)}")

@@ -15,7 +15,8 @@ A sweep file names a figure and its parameter sets, either listed or as a grid::
     plot: {x: r, y: [alpha], where: {loss: 0.01}, logx: true}  # the gathered figure: columns
                                 # of results.csv, rows where `where` holds (optional)
     threads: 1                  # cores per set (default: its figure's SPEC.threads)
-    resources: {mem_mb: 2000, runtime: 10}  # per set, for a cluster (ignored locally)
+    resources: {mem_mb: 2000, runtime: 10}  # per set, for a cluster (ignored locally;
+                                # default: its figure's SPEC.resources)
 
 Every set is checked with the figure's own ``Parameters`` when the file is read, so a typo or
 a wrong type fails before any job starts, naming the file, the set and the parameter. The
@@ -102,7 +103,7 @@ class Sweep:
 
     @property
     def notebook(self) -> str:
-        return f"notebooks/{self.figure_id}.ipynb"
+        return figures.specs()[self.figure_id].notebook
 
     @property
     def rule(self) -> str:
@@ -239,7 +240,8 @@ def load(path: str | Path) -> Sweep:
     threads = doc.get("threads", specs[figure_id].threads)
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise SweepError(f"{path}: 'threads' must be an integer >= 1, got {threads!r}")
-    resources = _mapping(path, "resources", doc.get("resources"))
+    resources = {**specs[figure_id].resources,
+                 **_mapping(path, "resources", doc.get("resources"))}
     for name, value in resources.items():
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise SweepError(f"{path}: resource {name!r}: expected an integer or a string, "

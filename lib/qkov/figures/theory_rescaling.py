@@ -71,7 +71,11 @@ def measured_fig2_sharpness(path: Path, matched_loss: float) -> dict[str, dict[s
             raise ParameterError("fig2_summary", f"no file {needed}: run "
                                    "notebooks/paper-fig2.ipynb first (`make figures` does)")
     try:
-        if json.loads(path.read_text()).get("figure") != "paper-fig2":
+        try:
+            summary = json.loads(path.read_text())
+        except ValueError as err:
+            raise ValueError(f"{path}: not JSON ({err})") from None
+        if not isinstance(summary, dict) or summary.get("figure") != "paper-fig2":
             raise ValueError(f"{path}: not written by paper-fig2")
         runs = [t for t in fig2_runs.read(runs_file) if t.panel in ROW1_PANELS]
         if {t.panel for t in runs} != set(ROW1_PANELS):

@@ -13,7 +13,14 @@ import numpy as np
 
 FILE = "trajectories.csv"
 COLUMNS = ("panel", "seed", "epoch", "loss", "attention_distinct", "attention_class")
-_TYPES = (str, int, int, float, float, float)
+
+
+def _float(text: str) -> float:
+    """A measured value; an empty field is NaN (write_table writes non-finite values so)."""
+    return float(text) if text else float("nan")
+
+
+_TYPES = (str, int, int, _float, _float, _float)
 
 
 @dataclass(frozen=True)
@@ -56,8 +63,9 @@ def read(path: str | Path) -> list[Trajectory]:
                     try:
                         values.append(kind(text))
                     except ValueError:
+                        expected = {str: "text", int: "an integer"}.get(kind, "a number")
                         raise ValueError(f"{path}, line {line}: {column}: expected "
-                                         f"{kind.__name__}, got {text!r}") from None
+                                         f"{expected}, got {text!r}") from None
                 panel, seed, *point = values
                 runs.setdefault((panel, seed), []).append(point)
     except OSError as err:
