@@ -36,7 +36,7 @@ def test_runs_from_root_and_notebooks_and_writes_artifacts(run_tool, tmp_path, c
 def test_a_bad_parameter_fails_in_the_kernel_before_any_work(run_tool, tmp_path):
     """The papermill route: a name papermill injects that the figure does not declare is
     told apart from the kernel's own globals and named, and nothing is written. (Each
-    check's message is tested in-process: tests/test_params.py, test_figure_parameters.py.)"""
+    check's message is tested in-process: tests/test_params.py, test_figures.py.)"""
     out = tmp_path / "fig4"
     result = run_tool("papermill", NOTEBOOK, tmp_path / "out.ipynb", "-p", "artifacts_dir",
                       out, "-p", "ratio", "3", check=False)

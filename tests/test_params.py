@@ -8,7 +8,7 @@ from qkov.figures import paper_fig4
 from qkov.params import ParameterError, collect
 from qkov.theory import reduced
 
-# The figure's own defaults (tests/test_figure_parameters.py checks the notebook's cell
+# The figure's own defaults (tests/test_figures.py checks the notebook's cell
 # declares the same): a copy here would only test itself.
 FIG4_DEFAULTS = paper_fig4.Parameters.defaults()
 
