@@ -94,7 +94,7 @@ def test_a_bad_sweep_file_fails_naming_the_file_the_set_and_the_parameter(tmp_pa
 
 
 def test_an_unknown_figure_and_a_missing_plot_are_named(tmp_path):
-    with pytest.raises(SweepError, match=r"'figure' must be one of paper-fig4, .*got 'fig9'"):
+    with pytest.raises(SweepError, match=r"'figure' must be one of .*paper-fig4.*got 'fig9'"):
         sweeps.load(write(tmp_path, "a.yaml", "figure: fig9\nsets: [{m: 2}]\n"))
     with pytest.raises(SweepError, match=r"'plot' needs x"):
         sweeps.load(write(tmp_path, "b.yaml", "figure: paper-fig4\nsets: [{m: 2}]\n"))
