@@ -63,7 +63,7 @@ from sphinx.transforms import SphinxTransform
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-from qkov.artifacts import ARTIFACTS_ENV
+from qkov.artifacts import default_dir
 from qkov.figures import specs
 from qkov.spec import DRAWING_FORMATS, Drawing, FigureSpec
 
@@ -256,13 +256,6 @@ class PrintedTables(SphinxTransform):
 # --- figures: label, downloads, regenerate command, provenance, citation, code -----------
 
 
-def artifacts_root(srcdir: Path) -> Path:
-    """Where the figures' files are: ``$QKOV_ARTIFACTS`` when set (the tests: nbval writes
-    there), else ``artifacts/`` of the book's source folder."""
-    root = os.environ.get(ARTIFACTS_ENV)
-    return Path(root) if root else Path(srcdir) / "artifacts"
-
-
 @dataclass(frozen=True)
 class BookFigure:
     """One drawing of a figure as the book shows it: ``label`` (its anchor and the id
@@ -345,8 +338,8 @@ def ordered_specs(order: list[str]) -> list[FigureSpec]:
 def book_figures(srcdir: Path, order: list[str] = ()) -> dict[str, BookFigure]:
     """Every drawing of every spec, by label, in the book's order (``order``: the documents
     in reading order, :func:`toc_order`); a figure's main drawing first, then its others."""
-    root = artifacts_root(srcdir)
-    return {spec.label(drawing): BookFigure(spec, drawing, root / spec.id)
+    # $QKOV_ARTIFACTS when set (the tests: nbval writes there), else the source's artifacts/.
+    return {spec.label(drawing): BookFigure(spec, drawing, default_dir(spec.id, srcdir))
             for spec in ordered_specs(list(order)) for drawing in spec.drawings}
 
 

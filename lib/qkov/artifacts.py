@@ -48,10 +48,12 @@ def figure_dir(figure_id: str, artifacts_dir: str | os.PathLike | None = None) -
     return path
 
 
-def default_dir(figure_id: str) -> Path:
-    """Where ``figure_id``'s outputs go by default (see :func:`figure_dir`); not created."""
+def default_dir(figure_id: str, checkout: str | os.PathLike | None = None) -> Path:
+    """Where ``figure_id``'s outputs go by default (see :func:`figure_dir`); not created.
+    ``checkout``: the repository whose ``artifacts/`` is meant (default: :func:`repo_root`;
+    the book passes its source folder), unless ``$QKOV_ARTIFACTS`` is set."""
     root = os.environ.get(ARTIFACTS_ENV)
-    return (Path(root) if root else repo_root() / "artifacts") / figure_id
+    return (Path(root) if root else Path(checkout or repo_root()) / "artifacts") / figure_id
 
 
 def write_atomic(path: Path, data: bytes) -> None:

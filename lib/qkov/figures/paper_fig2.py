@@ -30,7 +30,7 @@ SPEC = FigureSpec(
     id="paper-fig2", reproduces="paper Fig. 2", page="book/paper-fig2",
     extra_drawings=(Drawing("std", "paper Fig. 2 (its spread over seeds)"),
                     Drawing("trajectories", None)),  # the companion's comparison of its runs
-    tables=("heatmaps.csv", "trajectories.csv", "matched-loss.csv"),
+    tables=("heatmaps.csv", trajectories.FILE, "matched-loss.csv"),
     threads=2, resources={"mem_mb": 4000, "runtime": 60})
 
 SEEDS = (1234, 1235, 1236, 1237, 1238)

@@ -28,7 +28,7 @@ from ..theory import reduced as theory
 # Compares the reduced model with the trained Fig. 2 models at equal held-out loss.
 SPEC = FigureSpec(id="theory-rescaling", reproduces=None, page="book/theory",
                   tables=("curves.csv",), dtype="float64",
-                  reads=("paper-fig2/summary.json", "paper-fig2/trajectories.csv"),
+                  reads=("paper-fig2/summary.json", f"paper-fig2/{fig2_runs.FILE}"),
                   resources={"mem_mb": 1000, "runtime": 10})
 
 ROW1_PANELS = ("FAFO", "FACO", "CAFO", "CACO")  # Fig. 2 row 1: equal learning rates
