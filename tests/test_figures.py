@@ -40,7 +40,8 @@ def test_specs_and_notebooks_match_one_to_one_and_the_book_shows_each():
     toc = (REPO / "_toc.yml").read_text()
     for spec in specs.values():
         assert f"file: {spec.notebook[:-len('.ipynb')]}\n" in toc, spec.id
-        assert f"file: {spec.page}\n" in toc and (REPO / f"{spec.page}.md").is_file(), spec.id
+        assert (f"file: {spec.page}\n" in toc or f"root: {spec.page}\n" in toc) \
+            and (REPO / f"{spec.page}.md").is_file(), spec.id
         assert figure_module(spec.id).SPEC is spec
     # The real-data figures need a dataset the reader downloads; `make figures` skips them.
     assert {s.id for s in specs.values() if s.needs_dataset} == {
@@ -140,3 +141,23 @@ def test_parameters_are_frozen_and_keep_what_was_given():
     assert p.ratios == [1.0, 10.0] and p.given["ratios"] == [1, 10]
     with pytest.raises(AttributeError):
         p.ratios = [2.0]
+
+
+def test_every_drawing_has_alt_text_and_publish_refuses_one_without(tmp_path):
+    from types import SimpleNamespace
+
+    from qkov import plotting
+
+    for spec in figures.specs().values():
+        for drawing in spec.drawings:
+            # a sentence or more saying what it shows, for the book's <img alt>
+            assert len(drawing.alt.split()) >= 8 and drawing.alt.endswith("."), spec.label(drawing)
+    spec = FigureSpec("my-fig", None, "book/x")
+    assert [d.alt for d in spec.drawings] == [""]
+    with pytest.raises(ValueError, match="publish\\('my-fig'\\): drawing 'figure': its SPEC gives "
+                                         "no alt text"):
+        plotting.publish(spec, SimpleNamespace(artifacts_dir=str(tmp_path / "out")), [{"a": 1}],
+                         0.0, {"figure": plotting.new_figure()})
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="alt of drawing 'figure-std': expected a sentence"):
+        FigureSpec("my-fig", None, "book/x", extra_drawings=(Drawing("std", None, alt=None),))

@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import matplotlib as mpl
 import numpy as np
@@ -21,6 +21,7 @@ from .spec import DRAWING_FORMATS, FigureSpec
 HOUSE_STYLE = {
     "figure.dpi": 110,
     "savefig.dpi": 200,
+    "savefig.pad_inches": 0.05,
     "font.size": 10,
     "axes.titlesize": 10,
     "axes.titleweight": "bold",
@@ -42,10 +43,20 @@ HOUSE_STYLE = {
     "pdf.fonttype": 42,
 }
 
-# The book shows a figure about 768 px wide whatever its size in inches: a wider figure's
-# text is scaled up so that it reads at that width as the house sizes read on a figure
-# DISPLAY_WIDTH_IN wide (9-point tick labels then show at about 10 px, not 5).
-DISPLAY_WIDTH_IN = 8.5
+# Legibility in the book. Its text column shows a figure's PNG BOOK_WIDTH_PX CSS pixels wide
+# (Chromium, the desktop layout), whatever the PNG's size; every text of a saved drawing must
+# show there at least MIN_TEXT_PT points tall (CSS: 96 px an inch, so 9 pt is 12 px), as the
+# book's 16-px body text reads. A font of f points in a PNG W pixels wide saved at D dots an
+# inch shows at f * D / 72 * BOOK_WIDTH_PX / W CSS px: a figure about 7 inches wide (bbox
+# tight) needs fonts of 9 points, a wider one proportionally larger fonts. save_figure
+# measures every drawn text and refuses a drawing below it (check_text_size).
+BOOK_WIDTH_PX = 672
+MIN_TEXT_PT = 9.0
+CSS_PX_PER_PT = 96 / 72
+# The width figures are drawn at, with the house fonts (9 to 10 points): with the saved
+# files' margin (savefig.pad_inches) at most 6.9 inches, so at the book's width their text
+# shows at its size or larger. Taller, not wider, where a figure has more to show.
+COLUMN_WIDTH_IN = 6.8
 
 # No creation dates in the files, so a re-run with equal results writes equal bytes.
 _METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "ModDate": None},
@@ -61,31 +72,11 @@ class NotebookFigure(Figure):
     """
 
     def _repr_png_(self) -> bytes:
-        fit_text_to_page(self)
         buffer = io.BytesIO()
         with house_style():
             self.savefig(buffer, format="png", bbox_inches="tight", dpi=HOUSE_STYLE["figure.dpi"],
                          metadata=_METADATA["png"])
         return buffer.getvalue()
-
-
-def fit_text_to_page(fig) -> None:
-    """Scale every text of ``fig`` (titles, labels, tick labels, legends, annotations) by
-    width / DISPLAY_WIDTH_IN when the figure is wider, once (the display and the saved files
-    share it)."""
-    factor = fig.get_figwidth() / DISPLAY_WIDTH_IN
-    if getattr(fig, "_qkov_text_fitted", False) or factor <= 1:
-        return
-    fig._qkov_text_fitted = True
-    from matplotlib.text import Text
-
-    ticks = [(ax, axis, labels[0].get_fontsize()) for ax in fig.axes
-             for axis, labels in (("x", ax.get_xticklabels()), ("y", ax.get_yticklabels()))
-             if labels]
-    for text in fig.findobj(Text):
-        text.set_fontsize(text.get_fontsize() * factor)
-    for ax, axis, size in ticks:  # tick labels are re-made at draw time from these
-        ax.tick_params(axis=axis, labelsize=size * factor)
 
 
 def new_figure(**kwargs) -> NotebookFigure:
@@ -99,18 +90,146 @@ def house_style():
         yield
 
 
-def save_figure(fig, folder: Path, stem: str = "figure") -> list[Path]:
-    """Save ``fig`` as ``stem.png``, ``.pdf`` and ``.svg`` in ``folder``, each atomically."""
-    paths = []
-    fit_text_to_page(fig)
+@contextmanager
+def _recording_drawn_text():
+    """Collect every Text drawn inside the block (visible and not empty: tick labels,
+    titles, legends, annotations, colorbar labels - what the reader sees, and nothing of an
+    axis turned off), each with its extent in pixels at its last draw (a tight bounding box
+    draws the figure twice; the last is the saved one)."""
+    from matplotlib.text import Text
+
+    drawn, draw = {}, Text.draw
+
+    def record(self, renderer):
+        result = draw(self, renderer)
+        if self.get_visible() and self.get_text().strip():
+            # the text's own box (an Annotation's would include its arrow)
+            drawn[id(self)] = (self, Text.get_window_extent(self, renderer))
+        return result
+
+    Text.draw = record  # for the block only: matplotlib draws in one thread
+    try:
+        yield drawn
+    finally:
+        Text.draw = draw
+
+
+def png_width(png: bytes) -> int:
+    """The pixel width in a PNG's header."""
+    if png[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("png_width: not a PNG")
+    return int.from_bytes(png[16:20], "big")
+
+
+def shown_size_pt(fontsize: float, dpi: float, png_width_px: int) -> float:
+    """The height in points (CSS: 72 pt = 96 px) at which a ``fontsize``-point text of a
+    PNG ``png_width_px`` wide saved at ``dpi`` shows at the book's width."""
+    return fontsize * dpi / 72 * BOOK_WIDTH_PX / png_width_px / CSS_PX_PER_PT
+
+
+class Rendered(NamedTuple):
+    """A figure rendered as PNG (:func:`render`)."""
+
+    png: bytes
+    sizes: list[tuple[str, float]]  # each drawn text, the points it shows at; smallest first
+    overlaps: list[tuple[str, str]]  # pairs of drawn texts whose extents overlap
+
+
+def render(fig, dpi: float | None = None) -> Rendered:
+    """``fig`` as PNG bytes (house style, bbox tight), every drawn text with the size in
+    points it shows at the book's width, and the pairs of texts that overlap by more than
+    OVERLAP_PT in both directions."""
+    buffer = io.BytesIO()
+    with house_style(), _recording_drawn_text() as drawn:
+        dpi = dpi or mpl.rcParams["savefig.dpi"]
+        fig.savefig(buffer, format="png", bbox_inches="tight", dpi=dpi,
+                    metadata=_METADATA["png"])
+    png = buffer.getvalue()
+    width = png_width(png)
+    texts = list(drawn.values())
+    sizes = {(t.get_text(), shown_size_pt(t.get_fontsize(), dpi, width)) for t, _ in texts}
+    return Rendered(png, sorted(sizes, key=lambda item: (item[1], item[0])),
+                    _overlaps(texts, OVERLAP_PT * dpi / 72))
+
+
+def render_png(fig, dpi: float | None = None) -> tuple[bytes, list[tuple[str, float]]]:
+    """:func:`render` without the overlaps: the PNG bytes and the texts' shown sizes."""
+    return render(fig, dpi)[:2]
+
+
+# Two texts overlap when their extents share more than this in both directions: glyph boxes
+# include some blank space, and neighbouring tick labels may touch.
+OVERLAP_PT = 1.0
+
+
+def _overlaps(texts, tolerance_px: float) -> list[tuple[str, str]]:
+    if len(texts) < 2:
+        return []
+    box = np.array([extent.extents for _, extent in texts])  # x0, y0, x1, y1
+    wide = np.minimum(box[:, None, 2], box[None, :, 2]) - np.maximum(box[:, None, 0],
+                                                                      box[None, :, 0])
+    tall = np.minimum(box[:, None, 3], box[None, :, 3]) - np.maximum(box[:, None, 1],
+                                                                      box[None, :, 1])
+    i, j = np.nonzero(np.triu((wide > tolerance_px) & (tall > tolerance_px), 1))
+    return [(texts[a][0].get_text(), texts[b][0].get_text()) for a, b in zip(i, j)]
+
+
+def check_overlaps(name: str, overlaps: Sequence[tuple[str, str]]) -> None:
+    """A ValueError naming ``name`` and the texts when any two drawn texts overlap."""
+    if overlaps:
+        pairs = "; ".join(f"{a!r} and {b!r}" for a, b in overlaps[:5])
+        raise ValueError(f"{name}: {len(overlaps)} pairs of texts overlap: {pairs}"
+                         f"{'; ...' if len(overlaps) > 5 else ''}; give them room (constrained "
+                         f"layout, shorter titles, legends outside the data)")
+
+
+def check_text_size(name: str, sizes: Sequence[tuple[str, float]]) -> float:
+    """The smallest shown size of ``sizes`` (from :func:`render`); a ValueError naming
+    ``name`` and the text when it is below MIN_TEXT_PT."""
+    if not sizes:
+        return float("inf")
+    text, size = sizes[0]
+    if size < MIN_TEXT_PT - 1e-9:
+        small = [t for t, s in sizes if s < MIN_TEXT_PT - 1e-9]
+        raise ValueError(
+            f"{name}: the text {text!r} shows at {size:.1f} pt ({size * CSS_PX_PER_PT:.1f} px) "
+            f"at the book's width of {BOOK_WIDTH_PX} px, below the minimum of {MIN_TEXT_PT:g} "
+            f"pt ({len(small)} texts are: {', '.join(map(repr, small[:5]))}"
+            f"{', ...' if len(small) > 5 else ''}); draw the figure narrower (about 7 inches "
+            f"for 9-point fonts) or its text larger")
+    return size
+
+
+def drawing_files(fig, name: str) -> dict[str, bytes]:
+    """``fig`` in every format of DRAWING_FORMATS (house style, bbox tight, no dates), once
+    its text is checked legible at the book's width (:func:`check_text_size`) and free of
+    overlapping texts (:func:`check_overlaps`), naming it ``name``."""
+    png, sizes, overlaps = render(fig)
+    check_text_size(name, sizes)
+    check_overlaps(name, overlaps)
+    files = {"png": png}
     with house_style():
         for fmt in DRAWING_FORMATS:
-            buffer = io.BytesIO()
-            fig.savefig(buffer, format=fmt, bbox_inches="tight", metadata=_METADATA[fmt])
-            path = Path(folder) / f"{stem}.{fmt}"
-            write_atomic(path, buffer.getvalue())
-            paths.append(path)
+            if fmt not in files:
+                buffer = io.BytesIO()
+                fig.savefig(buffer, format=fmt, bbox_inches="tight", metadata=_METADATA[fmt])
+                files[fmt] = buffer.getvalue()
+    return files
+
+
+def _write_drawing(files: Mapping[str, bytes], folder: Path, stem: str) -> list[Path]:
+    paths = []
+    for fmt in DRAWING_FORMATS:
+        path = Path(folder) / f"{stem}.{fmt}"
+        write_atomic(path, files[fmt])
+        paths.append(path)
     return paths
+
+
+def save_figure(fig, folder: Path, stem: str = "figure") -> list[Path]:
+    """Save ``fig`` as ``stem.png``, ``.pdf`` and ``.svg`` in ``folder``, each atomically;
+    nothing when its text is too small for the book (:func:`drawing_files`)."""
+    return _write_drawing(drawing_files(fig, f"{Path(folder).name}/{stem}"), folder, stem)
 
 
 def publish(spec: FigureSpec, parameters: Any, rows: Sequence[Mapping[str, Any]],
@@ -123,17 +242,25 @@ def publish(spec: FigureSpec, parameters: Any, rows: Sequence[Mapping[str, Any]]
     ``Parameters``: the summary notes which differ from the defaults) and the provenance
     (the wall time counted from ``started``, a ``time.perf_counter()``; the floating-point
     type, from the spec). The drawings and tables must be those the figure's ``spec``
-    declares (the pipeline expects exactly those files); anything else fails before a file
-    is written. Prints what it wrote."""
+    declares (the pipeline expects exactly those files), each with alt text in the spec and
+    text legible at the book's width (:func:`check_text_size`); anything else fails before a
+    file is written. Prints what it wrote."""
     expected = {"drawings": sorted(d.stem for d in spec.drawings), "tables": sorted(spec.tables)}
     given = {"drawings": sorted(drawings), "tables": sorted(tables or {})}
     for kind in expected:
         if given[kind] != expected[kind]:
             raise ValueError(f"publish({spec.id!r}): {kind}: its SPEC declares "
                              f"{expected[kind]}, the notebook gave {given[kind]}")
+    for drawing in spec.drawings:
+        if not isinstance(drawing.alt, str) or not drawing.alt.strip():
+            raise ValueError(f"publish({spec.id!r}): drawing {drawing.stem!r}: its SPEC gives "
+                             "no alt text (a sentence saying what the figure shows)")
+    # Every drawing is rendered and checked before the first file is written.
+    rendered = {stem: drawing_files(fig, f"{spec.id}/{stem}") for stem, fig in drawings.items()}
     dtype = spec.dtype_of(parameters)
     folder = figure_dir(spec.id, parameters.artifacts_dir)
-    written = [path for stem, fig in drawings.items() for path in save_figure(fig, folder, stem)]
+    written = [path for stem, files in rendered.items()
+               for path in _write_drawing(files, folder, stem)]
     for name, table in (tables or {}).items():
         table_rows, columns = table if isinstance(table, tuple) else (table, None)
         write_table(folder / name, table_rows, columns)

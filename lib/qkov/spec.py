@@ -32,10 +32,14 @@ class Drawing:
     """One drawing of a figure, saved as ``<stem>.png``, ``.pdf`` and ``.svg``: ``name``
     None is the main one (``figure.*``, labelled by the figure's id), any other name is
     ``figure-<name>.*``, labelled ``<id>-<name>``. ``reproduces``: the paper figure it
-    reproduces ("paper Fig. 2"), or None for the companion's own."""
+    reproduces ("paper Fig. 2"), or None for the companion's own. ``alt``: its alt text, a
+    sentence or two saying what it shows (the panels, their axes, what is plotted) for a
+    reader who cannot see it; the book gives it to the image, and ``plotting.publish``
+    refuses a drawing without one."""
 
     name: str | None
     reproduces: str | None
+    alt: str = ""
 
     @property
     def stem(self) -> str:
@@ -48,7 +52,8 @@ class FigureSpec:
 
     ``id``: its id (``paper-fig2``), the stem of its notebook ``notebooks/<id>.ipynb``, its
     output folder ``artifacts/<id>/`` and (with ``_`` for ``-``) its module's name.
-    ``reproduces``: the paper figure its main drawing reproduces, or None.
+    ``reproduces``: the paper figure its main drawing reproduces, or None. ``alt``: the
+    main drawing's alt text (:class:`Drawing`; each extra drawing has its own).
     ``page``: the book page that shows it (a ``_toc.yml`` entry, e.g. ``book/theory``).
     ``tables``: the CSV files it writes besides ``data.csv``. ``extra_drawings``: drawings
     besides ``figure.*``. ``reads``: files of other figures it reads, as
@@ -71,6 +76,7 @@ class FigureSpec:
     resources: Mapping[str, int] = field(default_factory=dict)
     dtype: str | None = "float32"
     needs_dataset: bool = False
+    alt: str = ""
 
     def __post_init__(self):
         where = f"FigureSpec {self.id!r}"
@@ -99,6 +105,10 @@ class FigureSpec:
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ValueError(f"{where}: dtype: expected one of {DTYPES} or None, "
                              f"got {self.dtype!r}")
+        for drawing in self.drawings:
+            if not isinstance(drawing.alt, str):
+                raise ValueError(f"{where}: alt of drawing {drawing.stem!r}: expected a "
+                                 f"sentence saying what it shows, got {drawing.alt!r}")
         names = [d.name for d in self.extra_drawings]
         if None in names or len(set(names)) != len(names):
             raise ValueError(f"{where}: extra_drawings: expected distinct names, got {names}")
@@ -114,7 +124,7 @@ class FigureSpec:
 
     @property
     def drawings(self) -> tuple[Drawing, ...]:
-        return (Drawing(None, self.reproduces), *self.extra_drawings)
+        return (Drawing(None, self.reproduces, self.alt), *self.extra_drawings)
 
     def label(self, drawing: Drawing) -> str:
         """The label readers cite a drawing by: ``<id>`` or ``<id>-<name>``."""

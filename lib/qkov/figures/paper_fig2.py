@@ -17,7 +17,7 @@ import torch
 
 from .. import artifacts
 from ..params import FigureParameters, boolean, integer, number, optional_path, parameter, seed_list
-from ..plotting import HOUSE_STYLE, PARAMETERIZATION_COLORS, house_style, new_figure
+from ..plotting import COLUMN_WIDTH_IN, HOUSE_STYLE, PARAMETERIZATION_COLORS, house_style, new_figure
 from ..seeding import init_generator
 from ..spec import Drawing, FigureSpec
 from ..stats import seed_interval_text
@@ -28,8 +28,20 @@ from ..synthetic.train import train as train_runs
 
 SPEC = FigureSpec(
     id="paper-fig2", reproduces="paper Fig. 2", page="book/paper-fig2",
-    extra_drawings=(Drawing("std", "paper Fig. 2 (its spread over seeds)"),
-                    Drawing("trajectories", None)),  # the companion's comparison of its runs
+    alt=("Eight heatmaps, one per panel of paper Fig. 2 (four parameterizations at equal "
+         "learning rates, then four runs with faster QK learning), of held-out sequences "
+         "binned by attention on distinct tokens (x) and probability of the correct token "
+         "(y), each cell the percentage of sequences averaged over seeds."),
+    extra_drawings=(
+        Drawing("std", "paper Fig. 2 (its spread over seeds)",
+                alt="The eight heatmaps of paper Fig. 2 with each cell the standard deviation "
+                    "over seeds of the percentage of held-out sequences, in percentage points."),
+        Drawing("trajectories", None,  # the companion's comparison of its runs
+                alt="Four line plots of attention against held-out loss during training (loss "
+                    "decreasing to the right, log scale), one line per Fig. 2 panel with a band "
+                    "of one standard deviation over seeds: on top attention on distinct tokens, "
+                    "below on class-identifying tokens, for Fig. 2's first row (left) and "
+                    "second row (right).")),
     tables=("heatmaps.csv", trajectories.FILE, "matched-loss.csv"),
     threads=2, resources={"mem_mb": 4000, "runtime": 60})
 
@@ -365,19 +377,21 @@ PANEL_COLORS = tuple(PARAMETERIZATION_COLORS[name] for name in ("FAFO", "FACO", 
 
 
 def plot_heatmaps(summaries, statistic: str = "mean"):
-    """Paper Fig. 2: one 5x5 heatmap per panel (two rows of four).
+    """Paper Fig. 2: one 5x5 heatmap per panel, four rows of two in the paper's reading
+    order (its row 1 the first two rows here, row 2 the last two), so that the cells' numbers
+    read at the book's width.
 
     x: attention mass on distinct tokens (from the query position), y: probability of the
     correct next token, bins of 0.2; each cell the % of held-out sequences, mean (or std)
     over seeds, printed in the cell.
     """
     with house_style():
-        fig = new_figure(figsize=(13, 6.6))
-        axes = fig.subplots(2, 4, sharex=True, sharey=True)
+        fig = new_figure(figsize=(COLUMN_WIDTH_IN, 12.4))
+        axes = fig.subplots(4, 2, sharex=True, sharey=True)
         image = None
         vmax = 100.0 if statistic == "mean" else max(
             float(np.max(s.heatmap_std)) for s in summaries) or 1.0
-        for ax, s in zip(axes.flat, summaries):
+        for k, (ax, s) in enumerate(zip(axes.flat, summaries)):
             values = s.heatmap_mean if statistic == "mean" else s.heatmap_std
             image = ax.imshow(values, origin="lower", extent=(0, 1, 0, 1), cmap="Blues",
                               vmin=0, vmax=vmax, aspect="equal")
@@ -386,9 +400,10 @@ def plot_heatmaps(summaries, statistic: str = "mean"):
             for i, y in enumerate(centres):
                 for j, x in enumerate(centres):
                     v = values[i, j]
-                    ax.text(x, y, f"{v:.1f}", ha="center", va="center", fontsize=8,
+                    ax.text(x, y, f"{v:.1f}", ha="center", va="center", fontsize=9,
                             color="white" if v > 0.6 * vmax else "black")
-            ax.set_title(f"{s.panel.title}\nloss {np.mean(s.final_losses):.2g}", fontsize=9)
+            ax.set_title(f"({'abcdefgh'[k]}) {s.panel.title}\n"
+                         f"loss {np.mean(s.final_losses):.2g}")
             ax.set_xticks(edges)
             ax.set_yticks(edges)
             ax.grid(False)
@@ -397,7 +412,7 @@ def plot_heatmaps(summaries, statistic: str = "mean"):
         fig.supylabel("P(correct token)", fontsize=HOUSE_STYLE["axes.labelsize"])
         label = "% of sequences (mean over seeds)" if statistic == "mean" else \
             "std over seeds (percentage points)"
-        fig.colorbar(image, ax=axes, shrink=0.8, label=label)
+        fig.colorbar(image, ax=axes, shrink=0.5, aspect=30, label=label)
     return fig
 
 
@@ -413,7 +428,7 @@ def plot_trajectories(rows, panel_keys, uniform_share: float | None = None):
     measures = (("attention_distinct", "attention on distinct tokens"),
                 ("attention_class", "attention on class-identifying tokens"))
     with house_style():
-        fig = new_figure(figsize=(12, 7.2))
+        fig = new_figure(figsize=(COLUMN_WIDTH_IN, 6.8))
         axes = fig.subplots(2, 2, sharex=True, sharey=True)
         for col in range(2):
             for k, key in enumerate(panel_keys[4 * col:4 * col + 4]):
@@ -425,12 +440,11 @@ def plot_trajectories(rows, panel_keys, uniform_share: float | None = None):
                     ax.plot(loss, mean, color=PANEL_COLORS[k], label=key)
                     ax.fill_between(loss, mean - std, mean + std, color=PANEL_COLORS[k],
                                     alpha=0.2, lw=0)
-            axes[0, col].set_title(f"({'ab'[col]}) Fig. 2 row {col + 1}: "
-                                   "attention on distinct tokens")
-            axes[1, col].set_title(f"({'cd'[col]}) row {col + 1}: attention on "
-                                   "class-identifying tokens")
-            axes[1, col].set_xlabel("held-out loss (training runs left to right)")
-            axes[0, col].legend(fontsize=9, loc="upper left")
+            axes[0, col].set_title(f"({'ab'[col]}) Fig. 2 row {col + 1}")
+            axes[1, col].set_title(f"({'cd'[col]}) Fig. 2 row {col + 1}")
+            axes[0, col].legend(loc="upper left")
+        fig.supxlabel("held-out loss (training runs left to right)",
+                      fontsize=HOUSE_STYLE["axes.labelsize"])
         for ax in axes[0] if uniform_share is not None else ():
             ax.axhline(uniform_share, color="k", lw=0.8, ls=":")
         for ax in axes.flat:

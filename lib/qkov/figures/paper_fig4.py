@@ -21,12 +21,16 @@ from ..params import (
     optional_path,
     parameter,
 )
-from ..plotting import house_style, new_figure, ratio_colors, ratio_label
+from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure, ratio_colors, ratio_label
 from ..spec import FigureSpec
 from ..theory.reduced import Setting, check_loss_threshold, integrate_until, loss_thresholds
 
 SPEC = FigureSpec(id="paper-fig4", reproduces="paper Fig. 4", page="book/paper-fig4",
-                  dtype="float64", resources={"mem_mb": 1000, "runtime": 10})
+                  dtype="float64", resources={"mem_mb": 1000, "runtime": 10},
+                  alt=("Seven line plots of the reduced dynamics, one line per learning-rate ratio r: on "
+                       "the left mu_OV, mu_QK, the loss and the attention mass alpha against normalised "
+                       "time (log scale); on the right mu_OV, mu_QK and alpha at the moment the loss first "
+                       "falls below each stopping threshold."))
 
 
 @dataclass(frozen=True)
@@ -80,18 +84,21 @@ def threshold_rows(trajectories) -> list[dict]:
 def plot(trajectories, thresholds, samples: int = 400):
     """Paper Fig. 4: the reduced dynamics for several ratios r = eta_QK / eta_OV.
 
-    Top row: mu_OV, mu_QK, loss and alpha against normalised time tau = min(eta) t (log
-    scale). Bottom row: mu_OV, mu_QK and alpha at the moment the loss first falls below each
-    threshold (x axis inverted: training goes on to the right).
+    Left column, (a)-(d): mu_OV, mu_QK, loss and alpha against normalised time tau =
+    min(eta) t (log scale). Right column, (e)-(g): mu_OV, mu_QK and alpha at the moment the
+    loss first falls below each threshold (x axis inverted: training goes on to the right),
+    each next to its quantity over time; the legend in the slot beside the loss.
     """
     ratios = [tr.r for tr in trajectories]
     colors = ratio_colors(ratios)
     with house_style():
-        fig = new_figure(figsize=(13, 6.4))
-        grid = fig.add_gridspec(2, 4)
-        top = [fig.add_subplot(grid[0, k]) for k in range(4)]
-        bottom = [fig.add_subplot(grid[1, k]) for k in range(3)]
-        legend_ax = fig.add_subplot(grid[1, 3])
+        fig = new_figure(figsize=(COLUMN_WIDTH_IN, 9.0))
+        grid = fig.add_gridspec(4, 2)
+        left = [fig.add_subplot(grid[0, 0])]
+        left += [fig.add_subplot(grid[k, 0], sharex=left[0]) for k in range(1, 4)]
+        top = left
+        bottom = [fig.add_subplot(grid[k, 1]) for k in (0, 1, 3)]
+        legend_ax = fig.add_subplot(grid[2, 1])
         legend_ax.axis("off")
 
         for tr, color in zip(trajectories, colors):
@@ -107,8 +114,9 @@ def plot(trajectories, thresholds, samples: int = 400):
                   r"(d) attention mass $\alpha(t)$"]
         for ax, title in zip(top, titles):
             ax.set_xscale("log")
-            ax.set_xlabel(r"time $\min(\eta_{OV}, \eta_{QK})\, t$")  # short: four panels a row
             ax.set_title(title)
+            ax.tick_params(labelbottom=ax is top[-1])
+        top[-1].set_xlabel(r"time $\min(\eta_{OV}, \eta_{QK})\, t$")
         top[2].set_yscale("log")
         top[3].set_ylim(0, 1.02)
 
@@ -116,11 +124,11 @@ def plot(trajectories, thresholds, samples: int = 400):
         for ax, title in zip(bottom, titles):
             ax.set_xscale("log")
             ax.set_xlim(max(thresholds), min(thresholds))
-            ax.set_xlabel("stopping loss threshold")
             ax.set_title(title)
+        bottom[-1].set_xlabel("stopping loss threshold")
         bottom[2].set_ylim(0, 1.02)
 
         handles, labels = top[0].get_legend_handles_labels()
-        legend_ax.legend(handles, labels, loc="center left",
-                         title=r"$r = \eta_{QK} / \eta_{OV}$", fontsize=10, title_fontsize=10)
+        legend_ax.legend(handles, labels, loc="center", ncols=2,
+                         title=r"$r = \eta_{QK} / \eta_{OV}$")
     return fig

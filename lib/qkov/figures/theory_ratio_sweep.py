@@ -26,7 +26,7 @@ from ..params import (
     parameter,
     seed_list,
 )
-from ..plotting import house_style, new_figure
+from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..spec import FigureSpec
 from ..stats import seed_interval
 from ..synthetic import metrics, models, tasks, train
@@ -34,7 +34,11 @@ from ..theory import reduced as theory
 from ..theory.stylized import Descent, StylizedModel, descents
 
 SPEC = FigureSpec(id="theory-ratio-sweep", reproduces=None, page="book/theory",
-                  tables=("conditions.csv",), threads=2, resources={"mem_mb": 4000, "runtime": 60})
+                  tables=("conditions.csv",), threads=2, resources={"mem_mb": 4000, "runtime": 60},
+                  alt=("Attention mass at a matched loss against the learning-rate ratio r (log scale): "
+                       "the closed form of the stylized setting as a line, the stylized model's descents as "
+                       "circles and the trained task's attention on two measures with error bars; below, "
+                       "the task's attention per training condition on each measure."))
 
 INITS = ("identity", "default")  # CACO from 1e-6 I (the theory's symmetric point) or nn.Linear's
 
@@ -241,7 +245,7 @@ def plot(rows, closed_form_curve, variant_rows=()):
     measures."""
     r = np.array([row["r"] for row in rows])
     with house_style():
-        fig = new_figure(figsize=(7.5, 8.4 if variant_rows else 4.6))
+        fig = new_figure(figsize=(COLUMN_WIDTH_IN, 9.4 if variant_rows else 4.6))
         grid = fig.add_gridspec(2 if variant_rows else 1, 2, height_ratios=(
             (1.15, 1) if variant_rows else None))
         ax = fig.add_subplot(grid[0, :])
@@ -261,7 +265,7 @@ def plot(rows, closed_form_curve, variant_rows=()):
         ax.set_ylabel("attention mass at the matched loss")
         ax.set_title(f"(a) attention at loss {rows[0]['matched_loss']:g} against the "
                      "learning-rate ratio")
-        ax.legend(fontsize=8, loc="upper left")
+        ax.legend(loc="upper left")
         if variant_rows:
             _condition_panels(fig, grid, variant_rows)
     return fig
@@ -286,4 +290,5 @@ def _condition_panels(fig, grid, rows):
         ax.set_title(title)
         if col == 0:
             ax.set_ylabel("task attention (mean, 95% CI)")
-            ax.legend(fontsize=7, loc="upper left")
+            # below the panels: seven conditions would cover the points inside one
+            fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=2)

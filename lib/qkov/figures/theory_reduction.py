@@ -12,14 +12,26 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..params import derived, integer, number, number_list, optional_path, parameter
-from ..plotting import QUANTITIES, curve_points, house_style, new_figure, ratio_colors, ratio_label
+from ..plotting import (
+    COLUMN_WIDTH_IN,
+    QUANTITIES,
+    curve_points,
+    house_style,
+    new_figure,
+    ratio_colors,
+    ratio_label,
+)
 from ..spec import FigureSpec
 from ..theory import reduced as theory
 from ..theory.stylized import Descent, StylizedModel, descents
 
 SPEC = FigureSpec(id="theory-reduction", reproduces=None, page="book/theory",
                   tables=("curves.csv",), threads=2, dtype="float64",
-                  resources={"mem_mb": 2000, "runtime": 15})
+                  resources={"mem_mb": 2000, "runtime": 15},
+                  alt=("Four line plots, mu_OV, mu_QK, the loss and the attention mass alpha against "
+                       "normalised time (log scale), one colour per learning-rate ratio r: the reduced ODE "
+                       "as lines, full-batch gradient descent as circles on them and minibatch descent "
+                       "dashed."))
 
 
 @dataclass(frozen=True)
@@ -141,21 +153,22 @@ def plot(curves):
     styles = {"ODE": dict(ls="-"), "full batch": dict(marker="o", mfc="none", ls="none", ms=5),
               "minibatch": dict(ls="--", lw=1.0)}
     with house_style():
-        fig = new_figure(figsize=(13, 3.6))
-        axes = fig.subplots(1, 4)
+        fig = new_figure(figsize=(COLUMN_WIDTH_IN, 6.2))
+        axes = fig.subplots(2, 2, sharex=True).ravel()
         for r, color in zip(ratios, colors):
             for source, style in styles.items():
                 for ax, (key, _) in zip(axes, QUANTITIES):
                     ax.plot(*curve_points(curves, key, r=r, source=source), color=color, **style)
         for ax, (_, label), letter in zip(axes, QUANTITIES, "abcd"):
             ax.set_xscale("log")
-            ax.set_xlabel(r"time $\min(\eta_{OV}, \eta_{QK})\, t$")  # short: four panels a row
             ax.set_title(f"({letter}) {label}")
+        for ax in axes[2:]:
+            ax.set_xlabel(r"time $\min(\eta_{OV}, \eta_{QK})\, t$")
         axes[2].set_yscale("log")
         axes[3].set_ylim(0, 1.02)
         handles = [Line2D([], [], color=c, label=ratio_label(r)) for r, c in zip(ratios, colors)]
         handles += [Line2D([], [], color="k", label=name if name != "ODE" else "reduced ODE",
                            **{k: v for k, v in style.items() if k != "ls" or v != "-"})
                     for name, style in styles.items()]
-        axes[0].legend(handles=handles, loc="upper left", fontsize=8)
+        fig.legend(handles=handles, loc="outside lower center", ncols=3)
     return fig

@@ -19,7 +19,7 @@ import numpy as np
 from .. import artifacts
 from ..circuits import PARAMETERIZATIONS
 from ..params import ParameterError, derived, number, optional_path, parameter
-from ..plotting import PARAMETERIZATION_COLORS, curve_points, house_style, new_figure
+from ..plotting import COLUMN_WIDTH_IN, PARAMETERIZATION_COLORS, curve_points, house_style, new_figure
 from ..spec import FigureSpec
 from ..synthetic import metrics
 from ..synthetic import trajectories as fig2_runs
@@ -29,7 +29,11 @@ from ..theory import reduced as theory
 SPEC = FigureSpec(id="theory-rescaling", reproduces=None, page="book/theory",
                   tables=("curves.csv",), dtype="float64",
                   reads=("paper-fig2/summary.json", f"paper-fig2/{fig2_runs.FILE}"),
-                  resources={"mem_mb": 1000, "runtime": 10})
+                  resources={"mem_mb": 1000, "runtime": 10},
+                  alt=("Three plots, one colour per parameterization (FAFO, FACO, CAFO, CACO): the "
+                       "effective learning-rate ratio against normalised time (log-log), the attention "
+                       "mass alpha at each loss threshold, and bars of the predicted alpha at the matched "
+                       "loss beside the attention measured in paper Fig. 2 at the same held-out loss."))
 
 ROW1_PANELS = ("FAFO", "FACO", "CAFO", "CACO")  # Fig. 2 row 1: equal learning rates
 # Fig. 2 row 1 starts every factor at 1e-6 I except FAFO's W_Q, W_K (PyTorch's default init).
@@ -201,8 +205,10 @@ def plot(trajectories, rows, curves):
     :func:`qkov.figures.theory_rescaling.curves`), (b) alpha at each loss threshold, (c) the
     predicted alpha at the matched loss next to the measured Fig. 2 attention mass."""
     with house_style():
-        fig = new_figure(figsize=(13, 3.9))
-        axes = fig.subplots(1, 3)
+        fig = new_figure(figsize=(COLUMN_WIDTH_IN, 6.4))
+        grid = fig.add_gridspec(2, 2)
+        axes = [fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]),
+                fig.add_subplot(grid[1, :])]
         for name, tr in trajectories.items():
             color = PARAMETERIZATION_COLORS[name]
             axes[0].plot(*curve_points(curves, "r_eff", parameterization=name), color=color,
@@ -214,7 +220,7 @@ def plot(trajectories, rows, curves):
         axes[0].set_yscale("log")
         axes[0].set_xlabel(r"time $\min(\eta_{OV}, \eta_{QK})\, t$")
         axes[0].set_title(r"(a) effective ratio $r_{\mathrm{eff}}(t)$")
-        axes[0].legend(fontsize=8)
+        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside upper center", ncols=4)
         axes[1].set_xscale("log")
         axes[1].invert_xaxis()
         axes[1].set_ylim(0, 1.02)
@@ -233,7 +239,7 @@ def plot(trajectories, rows, curves):
         axes[2].set_xticks(x, names)
         axes[2].set_ylim(0, 1.32)  # room for the legend above the bars
         axes[2].set_yticks(np.linspace(0, 1, 6))
-        axes[2].set_title(r"(c) $\alpha$ at equal loss")  # short: three panels a row
+        axes[2].set_title(r"(c) $\alpha$ at equal loss")
         axes[2].set_ylabel("attention on relevant tokens")
-        axes[2].legend(fontsize=8, loc="upper left")
+        axes[2].legend(loc="upper left", ncols=2)
     return fig

@@ -13,6 +13,7 @@ figure.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import torch
 
 from .. import seeding
 from ..params import ParameterError, integer
-from ..plotting import house_style, new_figure
+from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from .batches import TokenBatch
 from .metrics import (
     ATTENTION_METHODS,
@@ -36,6 +37,8 @@ from .train import FASTER_QK, MATCHED, TrainingSetup, resolve_device, train_clas
 CONDITIONS = (MATCHED, FASTER_QK)
 CONDITION_LABELS = {MATCHED: "matched learning rates", FASTER_QK: "faster QK"}
 CONDITION_COLORS = {MATCHED: "#7570b3", FASTER_QK: "#d95f02"}
+
+MESSAGE_WIDTH = 64  # columns of the no-data message
 
 # Where a reader gets each data set (none can be downloaded on the project's machines).
 SOURCES = {
@@ -60,14 +63,24 @@ def missing_data(figure_id: str, inputs: Mapping[str, tuple[str | None, str]],
                if value is None or not Path(value).exists()]
     if not missing:
         return False
-    lines = [f"No data, so nothing is trained or drawn: {figure_id} needs data sets that "
-             "cannot be downloaded on the machines that build this book."]
+    # Short lines: the book shows this output as it is printed, on narrow screens too.
+    def wrapped(text, indent=""):
+        return textwrap.fill(text, MESSAGE_WIDTH, subsequent_indent=indent,
+                             break_long_words=False, break_on_hyphens=False)
+
+    lines = [wrapped(f"No data, so nothing is trained or drawn: {figure_id} needs data sets "
+                     "that cannot be downloaded on the machines that build this book.")]
+    named = set()
     for name, value, source in missing:
         state = "not given" if value is None else f"{value!r} does not exist"
-        lines.append(f"- {name} ({state}): {SOURCES[source]}")
-    lines += ["Then run, from the repository root (a GPU is recommended: device 'auto' uses "
-              "one when present):",
-              f"  papermill notebooks/{figure_id}.ipynb {figure_id}-run.ipynb {example}"]
+        where = "the same download as above" if source in named else SOURCES[source]
+        named.add(source)
+        lines += [f"- {name} ({state}):", wrapped("  " + where, "  ")]
+    arguments = [f"{figure_id}-run.ipynb"] + ["-p " + a for a in example.split("-p ") if a]
+    lines += [wrapped("Then run, from the repository root (a GPU is recommended: device "
+                      "'auto' uses one when present):"),
+              f"  papermill notebooks/{figure_id}.ipynb \\\n" +
+              " \\\n".join("    " + a.strip() for a in arguments)]
     print("\n".join(lines))
     return True
 
@@ -226,27 +239,31 @@ def bars(ax, rows, keys, labels):
 
 def plot_classifier(rows: Sequence[Mapping], heatmaps: Mapping[str, np.ndarray], title: str,
                     top_fraction: float = ERASER_FRACTION):
-    """Top: accuracy; attention on the rationale (three ways); ERASER scores. Bottom: per
-    condition the attention-vs-probability heatmap (percent of test examples)."""
+    """(a) test accuracy, (b) attention on the rationale three ways, (c) ERASER scores (bars:
+    the seeds' mean, dots: each seed); (d), (e) the attention-vs-probability heatmap per
+    condition (percent of test examples). Drawn for the book's column
+    (qkov.plotting.COLUMN_WIDTH_IN); ``title`` may break onto a second line."""
     with house_style():
-        fig = new_figure(figsize=(12, 7.2))
-        top, bottom = fig.subfigures(2, 1)
-        axes = top.subplots(1, 3, width_ratios=[0.6, 1.4, 1])
+        fig = new_figure(figsize=(COLUMN_WIDTH_IN, 8.6))
+        top, bottom = fig.subfigures(2, 1, height_ratios=[1.55, 1])
+        grid = top.add_gridspec(2, 2, width_ratios=[1, 3])
+        axes = [top.add_subplot(grid[0, 0]), top.add_subplot(grid[0, 1]),
+                top.add_subplot(grid[1, :])]
         bars(axes[0], rows, ["accuracy"], ["accuracy"])
         axes[0].set_ylim(0, 1)
         axes[0].set_title("(a) test accuracy")
         bars(axes[1], rows, [f"attention_{m}" for m in ATTENTION_METHODS],
-              ["rollout", "layer mean", "layer max"])
+             ["rollout", "layer mean", "layer max"])
         axes[1].set_ylim(0, 1)
         axes[1].set_title("(b) attention from the readout on the rationale")
         bars(axes[2], rows, ["comprehensiveness", "sufficiency"],
-              ["comprehensiveness", "sufficiency"])
+             ["comprehensiveness", "sufficiency"])
         axes[2].set_title(f"(c) ERASER, top {100 * top_fraction:g}% tokens by rollout")
         axes[2].axhline(0, color="black", linewidth=0.6)
-        axes[1].legend(loc="upper right", fontsize=8)
+        top.legend(*axes[0].get_legend_handles_labels(), loc="outside upper center", ncols=2)
         heatmap_panels(bottom, heatmaps, "de", "attention on the rationale (rollout)",
-                       "probability of the true class", "% of test examples")
-        fig.suptitle(title, fontsize=10)
+                       "P(true class)", "% of test examples")
+        fig.suptitle(title)
     return fig
 
 
@@ -266,22 +283,6 @@ def heatmap_panels(subfigure, heatmaps: Mapping[str, np.ndarray], letters: str, 
         subfigure.colorbar(image, ax=ax, shrink=0.9, label=unit)
         ax.set_xticks(np.linspace(0, 1, bins + 1))
         ax.set_yticks(np.linspace(0, 1, bins + 1))
-
-
-def plot_bars(rows: Sequence[Mapping], panels: Sequence[tuple[str, Sequence[str], Sequence[str]]],
-              title: str):
-    """One grouped-bar panel per (title, keys, labels)."""
-    with house_style():
-        fig = new_figure(figsize=(4.2 * len(panels), 3.4))
-        axes = np.atleast_1d(fig.subplots(1, len(panels)))
-        for ax, (panel_title, keys, labels) in zip(axes, panels):
-            bars(ax, rows, keys, labels)
-            ax.set_ylim(0, 1)
-            ax.set_title(panel_title)
-        axes[0].legend(loc="upper left", fontsize=8)
-        fig.suptitle(title, fontsize=10)
-    return fig
-
 
 
 # --- parameter checks the three figures share ---------------------------------------------

@@ -1,0 +1,202 @@
+"""Every figure reads at the book's width: each figure module's drawing, on small synthetic
+inputs of the shapes its notebook passes (the panels, ratios and conditions of its
+defaults), shows no text below ``qkov.plotting.MIN_TEXT_PT`` when its PNG is shown
+``BOOK_WIDTH_PX`` wide and no two texts overlap; the saving path refuses a drawing that
+does either, naming the text."""
+
+import numpy as np
+import pytest
+
+from qkov import figures, plotting
+from qkov.figures import (
+    language_agreement,
+    language_hatexplain,
+    language_squad,
+    language_sva,
+    paper_fig2,
+    paper_fig3,
+    paper_fig4,
+    theory_ratio_sweep,
+    theory_reduction,
+    theory_rescaling,
+)
+from qkov.language import pipelines
+
+RNG = np.random.default_rng(0)
+
+
+def heatmap(total: float = 100.0) -> np.ndarray:
+    """A 5x5 grid of percentages with the widest labels a cell gets ("100.0" is not one,
+    but "12.3" and "0.0" are)."""
+    grid = RNG.dirichlet(np.ones(25)).reshape(5, 5) * total
+    grid[0, 0] = 0.0
+    return grid
+
+
+def fig2_summaries():
+    def summary(panel):
+        return paper_fig2.PanelSummary(panel, [heatmap(), heatmap()], [1e-3, 2e-3], [], [], [],
+                                       [], [], [], [], [1, 2])
+    return [summary(panel) for panel in paper_fig2.PANELS]
+
+
+def fig2_curves():
+    return [{"panel": panel.key, "loss": float(loss),
+             **{f"{m}_{s}": (0.3 + 0.6 * k / 50 if s == "mean" else 0.02)
+                for m in paper_fig2.TRAJECTORY_MEASURES for s in ("mean", "std")}}
+            for panel in paper_fig2.PANELS
+            for k, loss in enumerate(paper_fig2.MATCHED_LOSS_LEVELS)]
+
+
+def fig3_curves():
+    epochs = np.arange(501)
+    return [paper_fig3.FixedAttentionCurve(ov, alpha, seed, 3 * np.exp(-alpha * epochs / 50) + 1e-3,
+                                           0.1 * np.sin(epochs / 30) * alpha)
+            for ov in ("collapsed", "factorized") for alpha in (0.2, 0.4, 0.6, 0.8, 1.0)
+            for seed in (1, 2)]
+
+
+def reduction_curves():
+    tau = np.geomspace(1, 1e5, 30)
+    return [{"r": r, "source": source, "tau": float(t), "mu_ov": float(np.log(t)),
+             "mu_qk": float(r * np.log(t)), "alpha": float(t / (1 + t)), "loss": float(1 / t)}
+            for r in (0.1, 1, 10) for source in ("ODE", "full batch", "minibatch") for t in tau]
+
+
+def rescaling_inputs():
+    from types import SimpleNamespace
+
+    from qkov.theory import reduced
+    # theory_rescaling.Parameters would read paper-fig2's artifacts: its fields by hand
+    p = SimpleNamespace(setting=reduced.Setting(m=5, n=50, b=50.0, M=20), eta_ov=1.0, r=1.0,
+                        init_scale=1e-6, default_init_rate=0.667, matched_loss=0.02)
+    trajectories = theory_rescaling.trajectories(p)
+    rows = [{"parameterization": name, "matched_loss": 0.02, "alpha_at_loss": 0.2 + 0.2 * k,
+             "measured_attention": 0.5, "measured_attention_std": 0.01}
+            for k, name in enumerate(trajectories)]
+    return trajectories, rows, theory_rescaling.curves(trajectories, points=50)
+
+
+def ratio_sweep_inputs():
+    ratios = [0.01, 0.1, 1, 10, 100]
+    rows = [{"r": r, "matched_loss": 0.05, "alpha_stylized": 0.5, "task_distinct_mean": 0.4,
+             "task_distinct_std": 0.01, "task_informative_mean": 0.6,
+             "task_informative_std": 0.01} for r in ratios]
+    curve = {"r": np.geomspace(0.01, 100, 20), "alpha": np.linspace(0.1, 0.9, 20)}
+    variants = [{"condition": f"T = {T}, 1e-6 I, lr_ov = 0.1", "r": r, "distinct": 0.4,
+                 "distinct_ci95": 0.01, "informative": 0.6, "informative_ci95": 0.01}
+                for T in (32, 64, 128) for r in ratios]
+    return rows, curve, variants
+
+
+def agreement_inputs():
+    conditions = list(language_agreement.CONDITIONS)
+    records = [{"condition": c, "seed": s, "attractors": a, "accuracy": 1.0 - 0.01 * a,
+                "attention_rollout": 0.3, "comprehensiveness": 0.2, "sufficiency": 0.05}
+               for c in conditions for s in (1, 2) for a in range(4)]
+    results = [{"condition": c, "seed": s, "accuracy_by_epoch": np.full((20, 4), 0.9)}
+               for c in conditions for s in (1, 2)]
+    return records, {c: heatmap() for c in conditions}, results
+
+
+def classifier_inputs(keys):
+    rows = [{"condition": c, "seed": s, **{k: 0.5 + 0.1 * s for k in keys}}
+            for c in pipelines.CONDITIONS for s in (1, 2, 3)]
+    return rows, {c: heatmap() for c in pipelines.CONDITIONS}
+
+
+CLASSIFIER = ["accuracy", "attention_rollout", "attention_layer_mean", "attention_layer_max",
+              "comprehensiveness", "sufficiency"]
+SQUAD = ["f1", "exact_match", "attention_rollout", "attention_layer_mean", "attention_layer_max"]
+
+DRAWINGS = {
+    "paper-fig2": lambda: paper_fig2.plot_heatmaps(fig2_summaries(), "mean"),
+    "paper-fig2-std": lambda: paper_fig2.plot_heatmaps(fig2_summaries(), "std"),
+    "paper-fig2-trajectories": lambda: paper_fig2.plot_trajectories(
+        fig2_curves(), [panel.key for panel in paper_fig2.PANELS], 0.35),
+    "paper-fig3": lambda: paper_fig3.plot(fig3_curves()),
+    "paper-fig4": lambda: paper_fig4.plot(paper_fig4.trajectories(paper_fig4.Parameters()),
+                                          paper_fig4.Parameters().thresholds),
+    "theory-reduction": lambda: theory_reduction.plot(reduction_curves()),
+    "theory-rescaling": lambda: theory_rescaling.plot(*rescaling_inputs()),
+    "theory-ratio-sweep": lambda: theory_ratio_sweep.plot(*ratio_sweep_inputs()),
+    "language-agreement": lambda: language_agreement.plot(*agreement_inputs()),
+    "language-hatexplain": lambda: language_hatexplain.plot(*classifier_inputs(CLASSIFIER)),
+    "language-sva": lambda: language_sva.plot(*classifier_inputs(CLASSIFIER)),
+    "language-squad": lambda: language_squad.plot(*classifier_inputs(SQUAD)),
+    "model-schematic": lambda: figures.module("model-schematic").plot(
+        figures.module("model-schematic").rows()),
+}
+
+
+@pytest.mark.parametrize("label", DRAWINGS)
+def test_every_figure_reads_at_the_books_width(label):
+    # the measure does not depend on the dpi (test_the_measure_scales_...): a small PNG
+    rendered = plotting.render(DRAWINGS[label](), dpi=72)
+    assert rendered.sizes, label
+    assert plotting.check_text_size(label, rendered.sizes) >= plotting.MIN_TEXT_PT
+    assert rendered.overlaps == []
+
+
+def test_every_drawing_of_every_spec_is_drawn_here():
+    assert {spec.label(d) for spec in figures.specs().values() for d in spec.drawings} == \
+        set(DRAWINGS)
+
+
+def test_a_figure_with_small_text_is_refused_naming_the_text(tmp_path):
+    with plotting.house_style():
+        fig = plotting.new_figure(figsize=(7, 3))
+        ax = fig.subplots()
+        ax.plot([0, 1], [0, 1])
+        ax.set_title("a readable title")
+        ax.text(0.5, 0.5, "tiny cell label", fontsize=5)
+    with pytest.raises(ValueError, match=r"^tiny-fig/figure: the text 'tiny cell label' shows "
+                                         r"at 5\.\d pt .* below the minimum of 9 pt"):
+        plotting.save_figure(fig, tmp_path / "tiny-fig")
+    assert not (tmp_path / "tiny-fig").exists() or not any((tmp_path / "tiny-fig").iterdir())
+
+
+def test_the_measure_scales_with_the_width_the_book_shows():
+    with plotting.house_style():
+        narrow = plotting.new_figure(figsize=(7, 3))
+        narrow.subplots().set_title("title", fontsize=10)
+        wide = plotting.new_figure(figsize=(14, 3))
+        wide.subplots().set_title("title", fontsize=10)
+    for dpi in (100, 200):
+        png, sizes = plotting.render_png(narrow, dpi)
+        title = dict(sizes)["title"]
+        # 10 points in a PNG of width W at dpi, shown 672 px wide, in CSS points
+        assert title == pytest.approx(10 * dpi / 72 * 672 / plotting.png_width(png) * 72 / 96)
+        assert 9 < title < 11  # a 7-inch figure shows its fonts at about their size
+    _, sizes = plotting.render_png(wide)
+    assert dict(sizes)["title"] < 5.5  # twice as wide: half the size
+    with pytest.raises(ValueError, match="wide/figure: the text"):
+        plotting.check_text_size("wide/figure", sizes)
+
+
+def test_text_an_axis_turned_off_does_not_draw_is_not_measured():
+    with plotting.house_style():
+        fig = plotting.new_figure(figsize=(7, 3))
+        ax = fig.subplots()
+        ax.tick_params(labelsize=4)
+        ax.axis("off")
+        ax.set_title("shown")
+    assert [text for text, _ in plotting.render_png(fig)[1]] == ["shown"]
+
+
+def test_overlapping_texts_are_refused_naming_them(tmp_path):
+    with plotting.house_style():
+        fig = plotting.new_figure(figsize=(6, 3))
+        left, right = fig.subplots(1, 2)
+        left.set_title("a title far too long for its panel, running on")
+        right.set_title("the next title")
+        right.set_ylabel("y")
+    rendered = plotting.render(fig, dpi=72)
+    assert ("a title far too long for its panel, running on", "the next title") in \
+        rendered.overlaps or ("the next title", "a title far too long for its panel, "
+                              "running on") in rendered.overlaps
+    with pytest.raises(ValueError, match="^crowded/figure: .*pairs of texts overlap: .*"
+                                         "'the next title'"):
+        plotting.save_figure(fig, tmp_path / "crowded")
+    right.set_title("", loc="left")  # the house style's titles are on the left
+    assert plotting.render(fig, dpi=72).overlaps == []
