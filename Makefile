@@ -11,11 +11,12 @@ INSTALLED := $(VENV)/.installed
 CORES ?= 2
 BOOK_FLAGS := -W -n --keep-going
 
-.PHONY: book figures test check browser slurm clean help
+.PHONY: book figures pdf test check browser slurm tex clean help
 
 help:
 	@echo "make book     regenerate every figure (Snakemake) and build the book into _build/html"
 	@echo "make figures  regenerate the figures only"
+	@echo "make pdf      the book as one PDF (_build/latex/qkov-book.pdf; Debian's TeX)"
 	@echo "make test     unit tests, nbval over notebooks/, strict book build and browser checks"
 	@echo "make check    the quick loop: lint (ruff) and the unit tests, under a minute"
 	@echo "make clean    remove _build/ and artifacts/ (keeps .venv)"
@@ -34,11 +35,12 @@ figures: $(INSTALLED)
 	$(BIN)/python -m qkov_tools record --since $$start
 
 book: figures
+	@$(MAKE) --no-print-directory pdf
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 
 # A passing run records its wall time in benchmarks/results/test-run.json (shown on the
 # reproducibility page).
-test: $(INSTALLED) browser slurm
+test: $(INSTALLED) browser slurm tex
 	@start=$$(date +%s.%N) && $(BIN)/ruff check . && $(BIN)/pytest && \
 	$(BIN)/python -m qkov_tools record-test --since $$start
 
@@ -68,6 +70,33 @@ slurm:
 		apt-get install -y -qq --no-install-recommends munge slurmctld slurmd slurm-client >/dev/null; \
 	else \
 		echo "The SLURM test needs: sudo apt-get install munge slurmctld slurmd slurm-client" >&2; \
+	fi
+
+# The book as one PDF, built with Debian's TeX (xelatex) before the HTML book, whose every
+# page's download menu then links it (book/_ext/qkov_pdf.py); without TeX, no PDF and no link.
+# The LaTeX run's log: _build/pdf.log. tests/test_pdf.py reads the PDF with poppler-utils.
+PDF := _build/latex/qkov-book.pdf
+TEX_PACKAGES := texlive-xetex texlive-latex-extra texlive-fonts-recommended latexmk xindy \
+	fonts-freefont-otf poppler-utils
+
+pdf: $(INSTALLED) tex
+	@rm -f $(PDF) _build/html/qkov-book.pdf && mkdir -p _build; \
+	if command -v xelatex >/dev/null && command -v latexmk >/dev/null && command -v xindy >/dev/null; then \
+		echo "Building $(PDF) (log: _build/pdf.log)"; \
+		LATEXOPTS="-interaction=nonstopmode -halt-on-error" \
+		$(BIN)/jupyter-book build . --builder pdflatex $(BOOK_FLAGS) >_build/pdf.log 2>&1 \
+		|| { tail -n 40 _build/pdf.log; echo "The PDF build failed: see _build/pdf.log" >&2; exit 1; }; \
+	else \
+		echo "Skipping the PDF of the book (no xelatex, latexmk or xindy); the HTML book will not link one" >&2; \
+	fi
+
+tex:
+	@dpkg -s $(TEX_PACKAGES) >/dev/null 2>&1 && exit 0; \
+	if [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends $(TEX_PACKAGES) >/dev/null; \
+	else \
+		echo "The PDF of the book needs: sudo apt-get install $(TEX_PACKAGES)" >&2; \
 	fi
 
 clean:
