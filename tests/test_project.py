@@ -133,3 +133,33 @@ def test_test_tiers_are_the_registered_markers():
     assert registered == list(conftest.TIERS)
     assert set(conftest.FILE_TIERS.values()) <= set(conftest.TIERS)
     assert all((REPO / "tests" / name).is_file() for name in conftest.FILE_TIERS)
+
+
+def test_every_notebook_installs_the_companion_where_it_is_missing(monkeypatch):
+    """Opened on Colab or Binder, a notebook's first code cell installs the companion; where
+    `qkov` imports it does nothing. The cell is run as IPython runs it (its %pip line
+    becomes a magic call), with the magic recorded instead of run."""
+    import importlib.util
+
+    import nbformat
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    from qkov_tools.notebooks import INSTALL_SOURCE, INSTALL_TAG
+
+    config = yaml.safe_load((REPO / "_config.yml").read_text())
+    assert config["repository"]["url"].removeprefix("https://") in INSTALL_SOURCE
+    for path in sorted((REPO / "notebooks").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        first = next(c for c in nb.cells if c.cell_type == "code")
+        assert first.source == INSTALL_SOURCE.rstrip("\n"), f"{path.name}: no install cell first"
+        assert INSTALL_TAG in first.metadata.get("tags", []), path.name
+
+    code = TransformerManager().transform_cell(INSTALL_SOURCE)
+    calls = []
+    shell = type("Shell", (), {"run_line_magic": lambda self, *a: calls.append(a)})()
+    exec(code, {"get_ipython": lambda: shell})
+    assert calls == []  # qkov imports here
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    exec(code, {"get_ipython": lambda: shell})
+    assert len(calls) == 1 and calls[0][0] == "pip" and "install" in calls[0][1] \
+        and "git+https://github.com/qkov-companion/qkov" in calls[0][1]

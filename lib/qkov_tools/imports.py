@@ -89,8 +89,11 @@ def library_inputs(notebook: str | Path, root: str | Path | None = None) -> list
     pending = set()
     for cell in nb.cells:
         if cell.cell_type == "code":
-            source = "\n".join(line for line in cell.source.splitlines()
-                               if not line.lstrip().startswith(("%", "!")))
+            # IPython magics (the install cell's %pip) are not Python: a pass in their place
+            source = "\n".join(
+                line[:len(line) - len(line.lstrip())] + "pass"
+                if line.lstrip().startswith(("%", "!")) else line
+                for line in cell.source.splitlines())
             pending |= _imported_modules(source, root)
     seen = set()
     while pending:

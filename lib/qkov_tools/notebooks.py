@@ -18,6 +18,32 @@ from qkov.artifacts import repo_root, write_atomic
 VOLATILE_KEYS = ["metadata.papermill", "cell.metadata.papermill", "cell.metadata.execution"]
 
 
+# Every notebook's first code cell: on Colab or Binder, or wherever the companion is not
+# installed, it installs it; where `qkov` imports (this repository's environment) it does
+# nothing. The book does not show it (tag remove-cell). The URL is _config.yml's repository.
+INSTALL_SOURCE = """\
+# Colab, Binder or any Python without the companion: install it first (a no-op where
+# `qkov` already imports, as in the repository's own environment).
+import importlib.util
+
+if importlib.util.find_spec("qkov") is None:
+    %pip install --quiet "qkov[tools] @ git+https://github.com/qkov-companion/qkov"
+"""
+INSTALL_TAG = "remove-cell"
+
+
+def with_install_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """``nb`` with the install cell as its first code cell (replacing an older one)."""
+    cells = [c for c in nb.cells
+             if not (c.cell_type == "code" and "find_spec(\"qkov\")" in c.source)]
+    first_code = next((k for k, c in enumerate(cells) if c.cell_type == "code"), len(cells))
+    cell = nbformat.v4.new_code_cell(INSTALL_SOURCE.rstrip("\n"),
+                                     metadata={"tags": [INSTALL_TAG]})
+    cell.id = "install-qkov"
+    nb.cells = [*cells[:first_code], cell, *cells[first_code:]]
+    return nb
+
+
 def strip(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """Drop volatile metadata; keep outputs, execution counts, cell ids and tags.
 
