@@ -136,7 +136,7 @@ def test_a_drift_or_separability_at_the_level_of_rounding_is_shown_as_such():
                                    summary("B", [{"qk": 2.4e-5}, {"qk": 1e-6}])])
     assert (rows[0]["drift_qk"], rows[0]["drift_ov"]) == ("4e-06", "0.00081")
     assert (rows[1]["drift_qk"], rows[1]["drift_ov"]) == ("2.4e-05", "-")  # largest over seeds
-    assert rows[0]["pct_separable"] == "100 ± 0"
+    assert rows[0]["pct_separable"] == "100.0 ± 0"
     # The two machines' rounding drifts print within nbval's tolerance of each other.
     other = paper_fig2.diagnostics([summary("A", [{"qk": 3.1e-6, "ov": 8.1e-4}])])
     assert texts_close(rows[0]["drift_qk"], other[0]["drift_qk"])

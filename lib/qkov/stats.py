@@ -27,8 +27,43 @@ def seed_interval(values, level: float = 0.95) -> tuple[float, float]:
 
 
 def interval_text(mean: float, half_width: float, digits: int = 4) -> str:
-    """How the tables print a mean over seeds and its interval: "0.7811 ± 0.00048"."""
-    return f"{mean:.{digits}g} ± {half_width:.2g}"
+    """How the tables print a mean over seeds and its interval: "0.000981 ± 0.000023".
+
+    The half-width has two significant digits and the mean is rounded to the same decimal
+    place (the half-width's second significant digit), but to at most ``digits``
+    significant digits ("0.7811 ± 0.00048", not "0.78112 ± 0.00048"). Both are written
+    out in fixed notation, unless that takes more than 8 decimals or the numbers reach
+    1e8: then both are in e-notation. A zero half-width (every seed gave the same value)
+    or none (NaN: a single seed) prints the mean to ``digits`` significant digits (and
+    all its integer digits): "1.000 ± 0", "2000 ± 0", "2.000 ± nan". The number of decimals
+    follows the half-width, so that a half-width crossing a power of ten on another
+    processor changes the mean's last digit, never the entry's shape (tests/nbval_tolerance).
+    """
+    if not np.isfinite(mean):
+        return f"{mean} ± {half_width:.2g}"
+    spread = bool(np.isfinite(half_width) and half_width > 0)
+    # the powers of ten of the (rounded) half-width's second and the mean's digits-th
+    # significant digit; read from the formatted numbers, so that 0.0999 counts as 0.10
+    half_place = _exponent(half_width, 2) - 1 if spread else 0
+    place = max(half_place if spread else -99,
+                _exponent(mean, digits) - digits + 1 if mean else half_place)
+    place = place if spread else min(place, 0)  # an exact 2003 is not "2000 ± 0"
+    half = _fixed(half_width, half_place) if spread else "0" if half_width == 0 else "nan"
+    if place < -8 or half_place < -8 or max(abs(mean), half_width if spread else 0) >= 1e8:
+        return (f"{mean:.{max(_exponent(mean, digits) - place, 0)}e} ± "
+                + (f"{half_width:.1e}" if spread else half))
+    return f"{_fixed(mean, place)} ± {half}"
+
+
+def _exponent(value: float, digits: int) -> int:
+    """The power of ten of ``value``'s first digit once rounded to ``digits`` digits."""
+    return int(f"{abs(value):.{digits - 1}e}".split("e")[1])
+
+
+def _fixed(value: float, place: int) -> str:
+    """``value`` rounded to the decimal place 10**place, in fixed notation ("-0" is "0")."""
+    text = f"{value:.{-place}f}" if place < 0 else f"{round(value, -place):.0f}"
+    return text[1:] if text.startswith("-") and not text.strip("-0.") else text
 
 
 def seed_interval_text(values, digits: int = 4) -> str:
