@@ -13,10 +13,15 @@ file, a broken cross-reference, a CDN script) and check that the failure names t
 from __future__ import annotations
 
 import functools
+import html
+import io
+import json
+import posixpath
 import re
 import shutil
 import subprocess
 import threading
+import time
 from html.parser import HTMLParser
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -87,10 +92,10 @@ def _serve(server):
 class Site:
     """The built book served on 127.0.0.1 and the recording proxy, started and stopped."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, handler=None):
         self.root = root
         self.book = _Server(("127.0.0.1", 0),
-                                        functools.partial(_BookHandler, directory=str(root)))
+                            functools.partial(handler or _BookHandler, directory=str(root)))
         self.book.served = []
         self.proxy = _Server(("127.0.0.1", 0), _Recorder)
         self.proxy.requests = []
@@ -134,9 +139,13 @@ def site(book_html):
 
 
 def pages(root: Path) -> list[str]:
+    """The book's pages, not counting one that only redirects (the root index.html, whose
+    target is a page of its own: opened through it, the target's relative image paths
+    would be read against the wrong folder)."""
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.html")
                   if "_static" not in p.parts and p.name not in SKIPPED
-                  and not p.relative_to(root).as_posix().startswith("_"))
+                  and not p.relative_to(root).as_posix().startswith("_")
+                  and not p.read_text().startswith('<meta http-equiv="Refresh"'))
 
 
 # --- what a rendered page must show ---------------------------------------------------------
@@ -188,8 +197,7 @@ def rendered_problems(page: str, dom: str, site: Site) -> list[str]:
             continue
         path = unquote(urlsplit(src).path) if "://" in src else \
             str(Path(base).parent.joinpath(src)).split("?")[0]
-        while "/../" in path:
-            path = re.sub(r"/[^/]+/\.\./", "/", path, count=1)
+        path = posixpath.normpath(path)
         status = served.get(path)
         if status == 200:
             continue
@@ -375,4 +383,127 @@ def test_a_cdn_url_is_named(broken, tmp_path):
     finally:
         site.close()
     assert any(p.startswith("book/theory.html requested") and "cdn.jsdelivr.net" in p
+               for p in problems), problems
+
+
+# --- layout: math and tables fit the column, nothing is cut off ------------------------------
+
+LAYOUT_JS = Path(__file__).with_name("browser_layout.js")
+LAYOUT_WIDTHS = (1280, 420)  # a desktop window and a phone
+
+
+class _MeasuringHandler(_BookHandler):
+    """Serves every page with tests/browser_layout.js added at its end: once MathJax has
+    typeset the page, it writes what does not fit into a ``<pre id="qkov-layout">``. And
+    ``/_layout/<width>/<page>`` shows the page in a frame that many pixels wide (headless
+    Chromium's window is at least 500 px wide) and copies the frame's result out of it."""
+
+    FRAME = """<!DOCTYPE html><html><body style="margin:0">
+<iframe id="page" src="/{page}" style="width:{width}px;height:1000px;border:0"></iframe>
+<script>var timer = setInterval(function () {{
+  var frame = document.getElementById("page").contentDocument;
+  var result = frame && frame.getElementById("qkov-layout");
+  if (!result) return;
+  clearInterval(timer);
+  var copy = document.createElement("pre");
+  copy.id = "qkov-layout";
+  copy.textContent = result.textContent;
+  document.body.appendChild(copy);
+}}, 50);</script></body></html>"""
+
+    def send_head(self):
+        frame = re.fullmatch(r"/_layout/(\d+)/(.+)", urlsplit(self.path).path)
+        path = Path(self.translate_path(self.path))
+        if frame:
+            body = self.FRAME.format(width=frame.group(1), page=frame.group(2))
+        elif path.suffix == ".html" and path.is_file():
+            script = f"<script>{LAYOUT_JS.read_text()}</script>"
+            body = path.read_text(errors="replace").replace("</body>", script + "</body>", 1)
+        else:
+            return super().send_head()
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        return io.BytesIO(data)
+
+
+def layout_problems(site: Site, page: str, width: int, profile: Path,
+                    scrolling: list | None = None) -> list[str]:
+    """What does not fit on ``page`` in a window ``width`` px wide: at any width, anything
+    cut off without a scrollbar, an inline formula running out of its line, a page that
+    scrolls sideways; at a desktop width, a display equation or table wider than the
+    content column (on a phone such a one must scroll, which the first check covers)."""
+    dom = site.open(f"_layout/{width}/{page}", profile, "--window-size=1400,1100",
+                    "--hide-scrollbars", "--dump-dom")
+    found = re.search(r'<pre id="qkov-layout">(.*?)</pre>', dom, re.S)
+    if found is None:
+        return [f"{page} at {width} px: the layout was not measured (MathJax did not finish?)"]
+    layout = json.loads(html.unescape(found.group(1)))
+    assert layout["width"] == width, f"{page}: the window is {layout['width']} px, not {width}"
+    if scrolling is not None:
+        scrolling += [f"{page} at {width} px: {what}" for what in layout["scrolling"]]
+    messages = {"wide": "{what} is {width} px wide in a {column} px column",
+                "clipped": "{what} is cut off: {width} px in a {box} px box that does not scroll",
+                "inline": "inline {what} ({width} px) runs out of its {line} px line",
+                "page": "the page is {width} px wide, scrolls sideways ({box} px window): {what}"}
+    return [f"{page} at {width} px: " + messages[f["kind"]].format(**f)
+            for f in layout["found"] if f["kind"] != "wide" or width >= 1000]
+
+
+@pytest.fixture(scope="module")
+def measured_site(book_html):
+    served = Site(book_html, _MeasuringHandler)
+    yield served
+    served.close()
+
+
+def test_math_and_tables_fit_the_column(measured_site, tmp_path):
+    """Every page at 1280 and 420 px: no display equation or table wider than the content
+    column on a desktop; on a phone, whatever is wider scrolls, nothing is clipped."""
+    all_pages = pages(measured_site.root)
+    assert len(all_pages) >= 10
+    started, problems, scrolling = time.monotonic(), [], []
+    for page in all_pages:
+        for width in LAYOUT_WIDTHS:
+            problems += layout_problems(measured_site, page, width, tmp_path / "profile",
+                                        scrolling)
+    print(f"layout of {len(all_pages)} pages at {LAYOUT_WIDTHS} px measured in "
+          f"{time.monotonic() - started:.0f} s; display equations that scroll sideways:",
+          *scrolling, sep="\n")
+    assert not problems, "\n".join(problems)
+
+
+def test_a_too_wide_equation_is_named(broken, tmp_path):
+    page = broken / "book" / "theory.html"
+    wide = r"\[" + r" + ".join(f"x_{{{i}}}^{{{i}}}" for i in range(60)) + r"\]"
+    page.write_text(page.read_text().replace("</article>", f'<div class="math notranslate '
+                                             f'nohighlight">{wide}</div></article>', 1))
+    site = Site(broken, _MeasuringHandler)
+    try:
+        problems = layout_problems(site, "book/theory.html", 1280, tmp_path / "profile")
+    finally:
+        site.close()
+    assert any(p.startswith("book/theory.html at 1280 px: formula x_{0}^{0} + x_{1}^{1}")
+               and "px column" in p for p in problems), problems
+
+
+def test_a_clipped_inline_formula_is_named(broken, tmp_path):
+    """On a phone, a long inline formula in a box that hides what overflows is named, and
+    so is one that runs out of its line and makes the page scroll sideways."""
+    page = broken / "book" / "theory.html"
+    wide = r"\(" + r" + ".join(f"y_{{{i}}}" for i in range(40)) + r"\)"
+    page.write_text(page.read_text().replace(
+        "</article>", f'<p><span class="math notranslate nohighlight">{wide}</span></p>'
+        "<style>span.math { overflow: hidden !important; max-width: 100% !important; }"
+        "</style></article>", 1))  # the theme's own rule, which qkov.css overrides
+    site = Site(broken, _MeasuringHandler)
+    try:
+        problems = layout_problems(site, "book/theory.html", 420, tmp_path / "profile")
+    finally:
+        site.close()
+    assert any(p.startswith("book/theory.html at 420 px: span.math") and "y_{0} + y_{1}" in p
+               and "is cut off" in p for p in problems), problems
+    assert any(p.startswith("book/theory.html at 420 px: inline formula y_{0} + y_{1}")
                for p in problems), problems
