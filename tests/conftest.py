@@ -54,7 +54,7 @@ def run_tool():
 
 # The book tests build the book from the figures' files: they run last, after nbval has
 # re-executed every notebook into $QKOV_ARTIFACTS (so CI, in a fresh clone, has them).
-BOOK_TESTS = ("test_book.py", "test_browser.py")
+BOOK_TESTS = ("test_book.py", "test_browser.py", "test_pdf.py", "test_explorer.py")
 
 
 # Test tiers (markers, registered in pyproject.toml). ``make check`` runs the fast one:
@@ -65,7 +65,8 @@ BOOK_TESTS = ("test_book.py", "test_browser.py")
 #   cluster   a single-node SLURM
 # A file's tier, unless it is unit; a unit file's test that starts tools (it takes the
 # run_tool fixture) is a notebook test.
-FILE_TIERS = {"test_book.py": "book", "test_browser.py": "browser", "test_slurm.py": "cluster",
+FILE_TIERS = {"test_book.py": "book", "test_pdf.py": "book", "test_browser.py": "browser",
+              "test_explorer.py": "browser", "test_slurm.py": "cluster",
               "test_perturbation.py": "notebook", "test_sweeps.py": "notebook",
               "test_fig2_fig3_notebooks.py": "notebook", "test_fig4_notebook.py": "notebook",
               "test_theory_notebooks.py": "notebook", "test_install.py": "notebook"}
@@ -103,11 +104,21 @@ def book_artifacts() -> Path:
                 "`make figures`")
 
 
+LATEXOPTS = "-interaction=nonstopmode -halt-on-error"  # a LaTeX error stops, never prompts
+
+
 @pytest.fixture(scope="session")
 def book_html(tmp_path_factory, run_tool):
-    """A strict build (-W -n --keep-going: any warning fails) into a temporary folder."""
+    """A strict build (-W -n --keep-going: any warning fails) into a temporary folder, as
+    `make book` does: first the PDF (where Debian's TeX is installed), which every page's
+    download menu then links, then the HTML."""
     out = tmp_path_factory.mktemp("book")
     root = book_artifacts()
+    if shutil.which("xelatex") and shutil.which("latexmk"):
+        result = run_tool("jupyter-book", "build", REPO, "--builder", "pdflatex",
+                          "--path-output", out, "-W", "-n", "--keep-going", check=False,
+                          env={ARTIFACTS_ENV: str(root), "LATEXOPTS": LATEXOPTS})
+        assert result.returncode == 0, f"strict PDF build failed:\n{result.stdout[-5000:]}"
     result = run_tool("jupyter-book", "build", REPO, "--path-output", out, "-W", "-n",
                       "--keep-going", check=False, env={ARTIFACTS_ENV: str(root)})
     assert result.returncode == 0, f"strict book build failed:\n{result.stdout[-5000:]}"

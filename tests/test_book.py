@@ -27,9 +27,8 @@ book = importlib.import_module("qkov_book")
 
 SPECS = list(specs().values())
 DRAWN = [spec for spec in SPECS if not spec.needs_dataset]  # the book has their files
-# Every drawing the book shows, by label: the notebook page that shows it.
-FIGURES = {spec.label(drawing): spec.notebook.replace(".ipynb", ".html")
-           for spec in DRAWN for drawing in spec.drawings}
+# Every drawing the book shows, by label: the chapter (the spec's page) that shows it.
+FIGURES = {spec.label(drawing): f"{spec.page}.html" for spec in DRAWN for drawing in spec.drawings}
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +56,11 @@ def toc_docnames() -> list[str]:
 
 
 def book_order_ids() -> list[str]:
-    """The figure ids in the order their notebooks stand in the book."""
+    """The figure ids in the order the book shows them: by the page that shows each (its
+    spec's page), then by where its notebook stands."""
     order = toc_docnames()
     return sorted((spec.id for spec in SPECS),
-                  key=lambda i: order.index(f"notebooks/{i}"))
+                  key=lambda i: (order.index(specs()[i].page), order.index(f"notebooks/{i}")))
 
 
 def plain(text: str) -> str:
@@ -69,26 +69,48 @@ def plain(text: str) -> str:
 
 
 @pytest.mark.parametrize("figure_id, page", FIGURES.items())
-def test_figures_have_label_number_and_caption(html, figure_id, page):
+def test_figures_have_one_name_and_a_caption(html, figure_id, page):
+    """Each figure is shown in its chapter, named one way: "Fig. 2 (reproduced)" for the
+    paper's, C1, C2, ... for the companion's own (in book order), never a section number."""
+    figure = book.book_figures(REPO)[figure_id]
+    expected = (book.reproduction_name(figure.reproduces) if figure.reproduces
+                else r"C\d+")
     text = (html / page).read_text()
     match = re.search(rf'<figure[^>]*id="{figure_id}"[^>]*>(.*?)</figure>', text, re.S)
     assert match, f"no figure labelled {figure_id} on {page}"
-    figure = match.group(1)
-    assert re.search(r"Fig\. \d+(\.\d+)*", figure), "the figure has no number"
-    assert re.search(r"paper Fig\. \d", figure), "the caption must name the paper figure"
-    if figure_id.startswith(("theory-", "language-")):
-        assert "companion" in figure, "a theory figure must say it is the companion's work"
-    src = re.search(r'<img[^>]*src="([^"]+)"', figure).group(1)
+    caption = plain(re.search(r"<figcaption>(.*?)</figcaption>", match.group(1), re.S).group(1))
+    assert re.match(rf"\s*{expected if not figure.reproduces else re.escape(expected)}\. \w",
+                    caption), f"{figure_id}: the caption starts {caption[:60]!r}"
+    assert not re.search(r"Fig\. \d+\.\d+", caption), f"{figure_id}: a section number"
+    assert "reproduces paper Fig" not in caption, f"{figure_id}: says what it reproduces twice"
+    alt = re.search(r'<img[^>]*alt="([^"]*)"', match.group(1)).group(1)
+    assert len(alt) > 40 and "/" not in alt, f"{figure_id}: the alt text {alt!r} says nothing"
+    src = re.search(r'<img[^>]*src="([^"]+)"', match.group(1)).group(1)
     assert (html / page).parent.joinpath(src).resolve().stat().st_size > 10_000
+
+
+def test_figures_are_named_c1_c2_in_book_order():
+    names = [f.name for f in book.book_figures(REPO, toc_docnames()).values()
+             if f.reproduces is None]
+    assert names == [f"C{k}" for k in range(1, len(names) + 1)]
+    assert book.reproduction_name("paper Fig. 2") == "Fig. 2 (reproduced)"
+    assert book.reproduction_name("paper Fig. 2 (its spread over seeds)") == \
+        "Fig. 2 (reproduced; its spread over seeds)"
 
 
 @pytest.mark.parametrize("chapter, figure_id, label", [
     (spec.page, spec.id, spec.label(drawing)) for spec in DRAWN for drawing in spec.drawings])
-def test_chapter_cites_the_figure_by_number(html, chapter, figure_id, label):
-    """Each drawing is cited by its number in the chapter its spec names (spec.page)."""
+def test_chapter_cites_the_figure_by_name(html, chapter, figure_id, label):
+    """Each drawing is cited by its name in the chapter its spec names (spec.page), which
+    shows it; its notebook page shows the run's figure with a link to it."""
+    name = book.book_figures(REPO)[label].name
     text = (html / f"{chapter}.html").read_text()
-    assert re.search(rf'href="../notebooks/{figure_id}.html#{label}"[^>]*>.*?Fig\. \d',
-                     text, re.S), f"{chapter} does not cite {label} by number"
+    assert re.search(rf'href="#{label}"[^>]*>{re.escape(name)}</a>', text), \
+        f"{chapter} does not cite {label} by its name {name!r}"
+    notebook = (html / f"notebooks/{figure_id}.html").read_text()
+    assert re.search(rf'href="[^"]*{chapter.split("/")[-1]}\.html#{label}"[^>]*>'
+                     rf'{re.escape(name)}</a>', notebook), \
+        f"notebooks/{figure_id}.html does not link {label} in its chapter"
 
 
 def test_bibliography_and_citation_page(html):
@@ -160,11 +182,17 @@ def test_every_figure_of_the_specs_has_the_same_block(html):
         name = page.relative_to(html).as_posix()
         text = page.read_text()
         caption = re.search(rf'<figure[^>]*id="{label}".*?</figure>', text, re.S).group(0)
-        assert figure.headline.replace("'", "&#8217;") in caption.replace("’", "&#8217;"), \
-            f"{name}: the caption of {label} does not start with its id and paper figure"
+        assert f'<strong class="qkov-headline">{figure.name}. </strong>' in caption, \
+            f"{name}: the caption of {label} does not start with its name"
         assert re.search(r'<a class="qkov-full-size[^"]*" href="[^"]+\.svg"><img', caption), \
             f"{name}: clicking figure {label} does not open its SVG"
         block = _info_block(text, label)
+        assert re.search(r'<a class="qkov-open-full[^"]*" href="[^"]+\.svg">Open full size</a>',
+                         block), f"{name}: figure {label} has no visible full-size link"
+        # The downloads on one line; the rest folded under a summary.
+        assert re.search(r'</p>\s*<details class="qkov-details"><summary>', block), name
+        folded = block[block.index("<details"):]
+        assert "Regenerate" in folded and "Provenance" in folded and "@misc{" in folded
         links = dict((t, h) for h, t in re.findall(
             r'<a class="reference download internal" download="" href="([^"]+)">'
             r'<code[^>]*><span class="pre">([^<]+)</span>', block))
@@ -180,7 +208,9 @@ def test_every_figure_of_the_specs_has_the_same_block(html):
         assert f"snakemake --cores 2 {figure.spec.module}" in plain, name
         assert f"commit {summary['provenance']['commit'][:12]}" in plain, name
         assert f"wall time {summary['provenance']['wall_time_s']:.1f} s" in plain, name
-        assert "@inproceedings{vashisht26a" in plain, name
+        assert "@inproceedings{vashisht26a" not in plain, f"{name}: the paper's entry is on the cite page"
+        assert re.search(r'href="(\.\./)?(book/)?cite\.html"', block), \
+            f"{name}: the block of {label} does not link the page with the paper's entry"
         assert f"@misc{{qkov-{label}," in plain, name
         assert f"{book.citation(REPO)['url']}{name}#{label}" in plain, \
             f"{name}: the citation of {label} does not carry its anchor URL"
@@ -238,15 +268,15 @@ def test_a_missing_data_file_or_broken_reference_fails_the_build_naming_the_page
     (root / "paper-fig4" / "data.csv").unlink()
     source = book_sources(tmp_path / "source")
     chapter = source / "book" / "theory.md"
-    assert "{numref}`theory-reduction`" in chapter.read_text()
-    chapter.write_text(chapter.read_text().replace("{numref}`theory-reduction`",
-                                                   "{numref}`theory-reductoin`", 1))
+    assert "{qkov-fig}`theory-reduction`" in chapter.read_text()
+    chapter.write_text(chapter.read_text().replace("{qkov-fig}`theory-reduction`",
+                                                   "{qkov-fig}`theory-reductoin`", 1))
     result = run_tool("jupyter-book", "build", source, "--path-output", tmp_path / "out",
                       "-W", "-n", "--keep-going", check=False,
                       env={"QKOV_ARTIFACTS": str(root)})
     assert result.returncode != 0
     log = result.stdout + result.stderr
-    assert re.search(r"notebooks/paper-fig4\.ipynb:\d*: WARNING: figure paper-fig4: \S*"
+    assert re.search(r"book/paper-fig4\.md:\d*: WARNING: figure paper-fig4: \S*"
                      r"paper-fig4/data\.csv is missing", log), log[-3000:]
     assert re.search(r"book/gallery\.md:\d*: WARNING: figure paper-fig4: \S*"
                      r"paper-fig4/data\.csv is missing", log), log[-3000:]
@@ -267,7 +297,8 @@ def test_gallery_shows_every_figure_in_the_book_order(html):
         assert (html / "book" / src).resolve().stat().st_size > 10_000, label
         page = _page_of(html, label).relative_to(html).as_posix()
         assert f'href="../{page}#{label}"' in entry, f"gallery entry {label} does not link it"
-        assert "qkov-gallery-caption\">Companion Fig. " in entry and len(re.sub(r"<[^>]+>", "", entry)) > 100
+        assert f"<strong>{figure.name}</strong>" in entry and "Companion Fig." not in entry
+        assert "qkov-gallery-caption" in entry and len(re.sub(r"<[^>]+>", "", entry)) > 100
         assert entry.count('class="reference download internal"') == len(figure.downloads(REPO))
 
 
@@ -324,8 +355,9 @@ def test_figure_table_lists_every_spec_in_the_book_order(html):
         if spec.needs_dataset:
             assert f'href="{Path(spec.page).name}.html"' in row, figure_id
         else:
-            assert f'href="../notebooks/{figure_id}.html#{figure_id}"' in row, \
-                f"the table does not link figure {figure_id}"
+            assert f'href="../{spec.page}.html#{figure_id}"' in row or \
+                f'href="{Path(spec.page).name}.html#{figure_id}"' in row, \
+                f"the table does not link figure {figure_id} in its chapter"
 
 
 def test_core_page_shows_the_library_source(html):
@@ -426,9 +458,26 @@ def test_printed_tables_are_html_tables(html):
             assert not any(book.parse_text_table(chunk) for chunk in re.split(r"\n\s*\n", plain)), \
                 f"{page.relative_to(html)}: a table is still shown as fixed-width text"
     rescaling = (html / "notebooks" / "theory-rescaling.html").read_text()
-    table = re.search(r'<table class="qkov-printed-table.*?</table>', rescaling, re.S).group(0)
-    for column in ("measured_attention", "predicted_rank", "measured_rank"):
-        assert f"<p>{column}</p>" in table, column
+    tables = re.findall(r'<table class="qkov-printed-table.*?</table>', rescaling, re.S)
+    headers = [plain(h) for t in tables for h in re.findall(r"<th[^>]*>(.*?)</th>", t, re.S)]
+    for column in ("measured attention", "predicted rank", "measured rank"):
+        assert column in headers, column  # readable, not measured_attention
+    for table in tables:  # wide ones split, each led by the row's name
+        assert len(re.findall(r"<th[^>]*>", table)) <= book.MAX_COLUMNS
+        assert plain(re.search(r"<th[^>]*>(.*?)</th>", table, re.S).group(1)) == "parameterization"
+
+
+def test_wide_tables_are_split_and_headers_readable():
+    header = ["panel", *(f"c_{k}" for k in range(8))]
+    rows = [["FAFO", *map(str, range(8))]]
+    parts = book.split_wide(header, rows)
+    assert [h for h, _ in parts] == [["panel", "c_0", "c_1", "c_2", "c_3", "c_4"],
+                                     ["panel", "c_5", "c_6", "c_7"]]
+    assert parts[1][1] == [["FAFO", "5", "6", "7"]]
+    assert book.split_wide(header[:3], rows) == [(header[:3], rows)]
+    assert book.column_header("pct_attn>=0.8") == "% with attention ≥ 0.8"
+    assert book.column_header("predicted_rank") == "predicted rank"
+    assert book.column_header("L=0.01") == "L = 0.01"
 
 
 def test_parse_text_table():
@@ -448,23 +497,6 @@ def test_reader_text_has_no_internal_targets(html):
         plain = re.sub(r"<[^>]+>", " ", page.read_text())
         assert not re.search(r"target (?:is|of) \d+(?:\.\d+)?x|is not met", plain), \
             f"{page.relative_to(html)} states an internal project target"
-
-
-def test_wide_figures_get_text_sized_for_the_page():
-    from matplotlib.text import Text
-
-    from qkov import plotting
-
-    with plotting.house_style():
-        fig = plotting.new_figure(figsize=(2 * plotting.DISPLAY_WIDTH_IN, 3))
-        ax = fig.subplots()
-        ax.set_title("t")
-        ax.text(0.5, 0.5, "cell", fontsize=8)
-    plotting.fit_text_to_page(fig)
-    plotting.fit_text_to_page(fig)  # once only
-    sizes = {t.get_text(): t.get_fontsize() for t in fig.findobj(Text)}
-    assert sizes["cell"] == 16 and sizes["t"] == 2 * plotting.HOUSE_STYLE["axes.titlesize"]
-    assert ax.get_xticklabels()[0].get_fontsize() == 2 * plotting.HOUSE_STYLE["xtick.labelsize"]
 
 
 def test_provenance_and_bibtex_say_when_the_code_was_not_the_commit():

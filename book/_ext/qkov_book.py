@@ -22,28 +22,36 @@ numbers the book shows are the measurement's, never typed by hand. A missing or 
 record fails the (strict) build with the file's name.
 
 Figures: every drawing of every spec (``figure.png``, labelled by the figure's id, and each
-extra ``Drawing``, ``figure-<name>.png``, labelled ``<id>-<name>``) that the book shows as a
-figure named by its label gets the same block, added by a transform so that a figure added
-later gets it without a line of its own: a caption that starts with the label and the paper
-figure it reproduces (``Drawing.reproduces``), and below it download links (PNG, PDF, SVG,
-``data.csv`` and the spec's ``tables``, ``summary.json``, the notebook), the command that
-regenerates it, its provenance read from ``artifacts/<figure-id>/summary.json``, a "cite
-this figure" snippet and a "Code:" line naming the figure's module
-(``qkov.figures.<module>``, ``lib/qkov/figures/<module>.py``) and linking the page that
-shows the core of the library it builds on (``book/core``). A missing file fails the strict
-build with a warning that names the page and the file. The files are read from
-``$QKOV_ARTIFACTS/<figure-id>/`` when that is set (the tests), else from
+extra ``Drawing``, ``figure-<name>.png``, labelled ``<id>-<name>``) has one name in the
+book: "Fig. 2 (reproduced)" for a drawing that reproduces one of the paper's
+(``Drawing.reproduces``), C1, C2, ... for the companion's own, in book order. Sphinx's own
+figure numbers are removed, so no other numbering competes; equations keep theirs. A
+chapter shows a drawing where its text discusses it with ``{qkov-figure} LABEL`` (the
+caption as content; the image is the figure's PNG, with the spec's alt text) and cites it
+with ``{qkov-fig}`LABEL``` (a link titled by its name). A transform gives every figure named
+by a label, added later or not, the same block: its name at the head of the caption, then
+its id, an "Open full size" link and the download links (PNG, PDF, SVG, ``data.csv`` and
+the spec's ``tables``, ``summary.json``, the notebook) on one line, and folded below them
+the command that regenerates it, its provenance read from ``artifacts/<figure-id>/summary.json``,
+its BibTeX (the paper's entry is on the citing page, once) and a "Code:" line naming the
+figure's module (``qkov.figures.<module>``, ``lib/qkov/figures/<module>.py``) and linking
+the page that shows the core of the library it builds on (``book/core``). A missing file
+fails the strict build with a warning that names the page and the file. The files are read
+from ``$QKOV_ARTIFACTS/<figure-id>/`` when that is set (the tests), else from
 ``artifacts/<figure-id>/`` of the source folder.
 
-Directives: ``{qkov-gallery}`` shows every figure as a thumbnail with its label, caption and
-links; ``{qkov-figure-table}`` a table of the figures (id, notebook, what it reproduces,
-what it reads of other figures, whether it needs a dataset, linked to the page that says
-where to get it); both in the book's order
-(``_toc.yml``), so a new figure needs no edit of either page. A figure whose spec says
-``needs_dataset`` and whose ``summary.json`` is absent (its data cannot be downloaded where
-the book is built; its notebook is stored without a figure) is in the table but not in the
-gallery. ``{qkov-citation}`` shows the BibTeX of the paper (from the book's bibliography)
-and of the companion (from ``CITATION.cff``).
+Directives: ``{qkov-gallery}`` shows every figure as a thumbnail with its name, id, caption
+and links (to the figure in its chapter); ``{qkov-figure-table}`` a table of the figures (id,
+notebook, what it reproduces, what it reads of other figures, whether it needs a dataset,
+linked to the page that says where to get it); both in the book's order (the page that
+shows each, then its notebook, as ``_toc.yml`` lists them), so a new figure needs no edit of
+either page. A figure whose spec says ``needs_dataset`` and whose ``summary.json`` is absent
+(its data cannot be downloaded where the book is built; its notebook is stored without a
+figure) is in the table but not in the gallery. ``{qkov-citation}`` shows the BibTeX of the
+paper (from the book's bibliography) and of the companion (from ``CITATION.cff``).
+
+Printed tables: a table a notebook printed (``qkov.artifacts.table_text``) is shown as an
+HTML table with readable column headers, split into several when wider than the page.
 """
 
 from __future__ import annotations
@@ -58,6 +66,7 @@ from importlib import resources
 from pathlib import Path
 
 from docutils import nodes
+from docutils.parsers.rst import directives
 from sphinx import addnodes
 from sphinx.transforms import SphinxTransform
 from sphinx.util import logging
@@ -73,6 +82,7 @@ RECORDS = Path("benchmarks") / "results"  # relative to the book's source folder
 CITATION_FILE = "CITATION.cff"  # likewise
 PAPER_KEY = "vashisht26a"
 CORE_PAGE = "book/core"  # the page that shows the library's core, linked from every figure
+CITE_PAGE = "book/cite"  # the page with the paper's BibTeX, linked from every figure
 
 logger = logging.getLogger(__name__)
 
@@ -141,20 +151,10 @@ def trainer_speed_rows(r: dict) -> tuple[list[str], list[list[str]], str]:
         [f"(c) qkov.synthetic.train, {r['workers']} worker processes",
          f"{r['trainer_workers_model_steps_per_s']:,.0f}", f"{r['speedup_workers']:.1f}x"],
     ]
-    step = r["step"]
-    breakdown = (f"{step['sampling_us']:.0f} us drawing the data ({step['streams']} streams), "
-                 f"{step['layout_us']:.0f} us laying it out, {step['ensemble_math_us']:.0f} us "
-                 f"in {step['operators_per_step']:.0f} PyTorch operators, "
-                 f"{step['overhead_us']:.0f} us Python and dispatch")
     note = (f"Measured on {r['date']} ({r['machine']}; {r['trainer_steps']:,} steps of each "
-            f"of the {r['workload']}; best of {r['rounds']} interleaved rounds). One step of "
-            f"(b) for all {step['members']} runs: {breakdown}. The trainer does "
-            f"{r['mflop_per_model_step']:.2f} MFLOP of matrix work per model-step: (c) runs "
-            f"at {r['trainer_gflops']:.1f} GFLOP/s, "
-            f"{100 * r['fraction_of_batched_matmul']:.0f}% of a batched matmul of the same "
-            f"shape ({r['batched_matmul_gflops']:.0f} GFLOP/s) and "
-            f"{100 * r['trainer_gflops'] / r['large_matmul_gflops']:.0f}% of a large matmul "
-            f"({r['large_matmul_gflops']:.0f} GFLOP/s).")
+            f"of the {r['workload']}; best of {r['rounds']} interleaved rounds). "
+            "`python benchmarks/trainer_speed.py` prints this table and where the time of "
+            "one step goes.")
     return ["", "model-steps/s", "vs (a)"], rows, note
 
 
@@ -198,7 +198,7 @@ class RecordDirective(SphinxDirective):
             raise self.error(f"qkov-record: {path} is missing or not a {kind} record "
                              f"({exc!r}); regenerate it (see the reproducibility page)"
                              ) from exc
-        return [_table(header, rows), nodes.paragraph(text=note)]
+        return [_table(header, rows), *self.parse_text_to_nodes(note)]  # `code` as code
 
 
 # --- printed tables shown as HTML tables ------------------------------------------------
@@ -228,9 +228,53 @@ def parse_text_table(text: str) -> tuple[list[str], list[list[str]]] | None:
     return cells[0], cells[1:]
 
 
+# How the book heads the columns that notebooks print under their data.csv names; other
+# names are shown with spaces for underscores.
+COLUMN_HEADERS = {
+    "mean_attn": "mean attention", "pct_attn>=0.8": "% with attention ≥ 0.8",
+    "pct_both>=0.8": "% with attention and p ≥ 0.8", "test_loss": "held-out loss",
+    "pct_separable": "% separable", "drift_qk": "QK drift", "drift_ov": "OV drift",
+    "mu_ov": "μ_OV", "mu_qk": "μ_QK", "tau": "τ", "alpha": "α",
+    "alpha_closed_form": "α, closed form", "alpha_stylized": "α, stylized model",
+    "task_informative_mean": "task: class-identifying", "task_informative_std": "± std",
+    "task_distinct_mean": "task: distinct", "task_distinct_std": "± std",
+    "task_loss_mean": "task loss", "task_runs_reaching_loss": "runs at the loss",
+    "runs_reaching_loss": "runs at the loss", "distinct_ci95": "± 95%",
+    "informative": "class-identifying", "informative_ci95": "± 95%",
+    "companion_ci95": "± 95%", "epochs_mean": "epochs", "err_mu_ov": "error μ_OV",
+    "err_mu_qk": "error μ_QK", "err_alpha": "error α", "err_loss": "error loss",
+    "off_set": "off the set", "alpha_at_loss": "α at the loss",
+    "alpha_balanced_start": "α, balanced start", "tau_at_loss": "τ at the loss",
+    "r_eff_at_loss": "r_eff at the loss", "measured_attention_std": "± std",
+    "measured_class_attention": "measured class-identifying attention",
+    "attention_rollout": "attention (rollout)", "attention_layer_mean": "attention (layer mean)",
+    "attention_layer_max": "attention (layer max)",
+}
+MAX_COLUMNS = 6  # a wider printed table is shown as several, each repeating the first column
+
+
+def column_header(name: str) -> str:
+    if name in COLUMN_HEADERS:
+        return COLUMN_HEADERS[name]
+    if name.startswith("L="):
+        return "L = " + name[2:]
+    return name.replace("_", " ")
+
+
+def split_wide(header: list[str], rows: list[list[str]]) -> list[tuple[list, list]]:
+    """A table as tables of at most MAX_COLUMNS columns, each led by the first column (the
+    row's name), so that none is wider than the page."""
+    if len(header) <= MAX_COLUMNS:
+        return [(header, rows)]
+    step = MAX_COLUMNS - 1
+    return [([header[0], *header[k:k + step]], [[row[0], *row[k:k + step]] for row in rows])
+            for k in range(1, len(header), step)]
+
+
 class PrintedTables(SphinxTransform):
-    """Show each table that a notebook cell printed as an HTML table (wide tables scroll
-    sideways instead of being clipped); the rest of the printed text stays as it is."""
+    """Show each table that a notebook cell printed as an HTML table, with readable column
+    headers (COLUMN_HEADERS) and wide tables split (split_wide); the rest of the printed
+    text stays as it is."""
 
     default_priority = 410
 
@@ -245,9 +289,10 @@ class PrintedTables(SphinxTransform):
             shown = []
             for chunk, table in zip(chunks, parsed):
                 if table:
-                    node = _table(*table)
-                    node["classes"] += ["qkov-printed-table"]
-                    shown.append(node)
+                    for header, rows in split_wide(*table):
+                        node = _table([column_header(name) for name in header], rows)
+                        node["classes"] += ["qkov-printed-table"]
+                        shown.append(node)
                 elif chunk.strip():
                     shown.append(nodes.literal_block(chunk, chunk, classes=block["classes"],
                                                      language=block.get("language", "none")))
@@ -264,6 +309,7 @@ class BookFigure:
     spec: FigureSpec
     drawing: Drawing
     folder: Path
+    name: str = ""  # what the book calls it: "Fig. 2 (reproduced)" or "C1" (book_figures)
 
     @property
     def label(self) -> str:
@@ -279,9 +325,9 @@ class BookFigure:
         return self.drawing.reproduces
 
     @property
-    def headline(self) -> str:
-        return (f"[{self.label}] Reproduces {self.reproduces}." if self.reproduces else
-                f"[{self.label}] The companion's own figure, not one of the paper's.")
+    def alt(self) -> str:
+        """What the figure shows, in words, for readers who cannot see it."""
+        return getattr(self.drawing, "alt", "") or f"figure {self.label}"
 
     @property
     def module_file(self) -> str:
@@ -324,13 +370,12 @@ def toc_order(config) -> list[str]:
 
 
 def ordered_specs(order: list[str]) -> list[FigureSpec]:
-    """Every spec, in the book's order: by where its notebook stands in ``order`` (else its
-    page), figures the book does not list last, by id."""
-    def position(spec: FigureSpec) -> tuple[int, str]:
-        for docname in (spec.notebook.removesuffix(".ipynb"), spec.page):
-            if docname in order:
-                return order.index(docname), spec.id
-        return len(order), spec.id
+    """Every spec, in the book's order: by where the page that shows it stands in ``order``,
+    then its notebook; figures the book does not list last, by id."""
+    def position(spec: FigureSpec) -> tuple[int, int, str]:
+        where = [order.index(d) if d in order else len(order)
+                 for d in (spec.page, spec.notebook.removesuffix(".ipynb"))]
+        return (*where, spec.id)
 
     return sorted(specs().values(), key=position)
 
@@ -339,8 +384,23 @@ def book_figures(srcdir: Path, order: list[str] = ()) -> dict[str, BookFigure]:
     """Every drawing of every spec, by label, in the book's order (``order``: the documents
     in reading order, :func:`toc_order`); a figure's main drawing first, then its others."""
     # $QKOV_ARTIFACTS when set (the tests: nbval writes there), else the source's artifacts/.
-    return {spec.label(drawing): BookFigure(spec, drawing, default_dir(spec.id, srcdir))
-            for spec in ordered_specs(list(order)) for drawing in spec.drawings}
+    figures, own = {}, 0
+    for spec in ordered_specs(list(order)):
+        for drawing in spec.drawings:
+            own += drawing.reproduces is None
+            name = reproduction_name(drawing.reproduces) if drawing.reproduces else f"C{own}"
+            figures[spec.label(drawing)] = BookFigure(spec, drawing, default_dir(spec.id, srcdir),
+                                                      name)
+    return figures
+
+
+def reproduction_name(reproduces: str) -> str:
+    """The book's name for a drawing that reproduces one of the paper's: "paper Fig. 2" is
+    "Fig. 2 (reproduced)", "paper Fig. 2 (its spread over seeds)" is "Fig. 2 (reproduced;
+    its spread over seeds)". The companion's own figures are C1, C2, ... in book order."""
+    base, _, extra = reproduces.removeprefix("paper ").partition(" (")
+    extra = extra.removesuffix(")")
+    return f"{base[:1].upper()}{base[1:]} (reproduced{'; ' + extra if extra else ''})"
 
 
 def _book_figures(env) -> dict[str, BookFigure]:
@@ -496,8 +556,9 @@ def _code(text: str, language: str) -> nodes.literal_block:
 
 def _links(figure: BookFigure, srcdir: Path, docname: str, line: int) -> nodes.paragraph:
     """Download links; a missing file is a warning (so a strict build fails) naming it."""
-    para = nodes.paragraph()
-    para += nodes.strong(text="Download: ")
+    para = nodes.paragraph(classes=["qkov-downloads"])
+    para += nodes.literal(figure.label, figure.label)
+    para += nodes.strong(text=" Download: ")
     for k, (text, path) in enumerate(figure.downloads(srcdir)):
         if k:
             para += nodes.Text(" · ")
@@ -532,33 +593,55 @@ def code_line(figure: BookFigure, srcdir: Path, docname: str, line: int = 0) -> 
     return para
 
 
+class _Details(nodes.General, nodes.Element):
+    """A block folded under a one-line summary (HTML ``<details>``; other builders show
+    its content as it is)."""
+
+
+def _visit_details_html(self, node):
+    self.body.append(f'<details class="qkov-details"><summary>{node["summary"]}</summary>')
+
+
+def _depart_details_html(self, node):
+    self.body.append("</details>")
+
+
+def _pass(self, node):
+    pass
+
+
 def figure_info(figure: BookFigure, env, page: str, line: int = 0) -> nodes.container:
-    """The block below a figure: downloads, regenerate command, provenance, citation, code."""
+    """The block below a figure: the downloads on one line; the regenerate command,
+    provenance, citation and code folded below it."""
     srcdir, docname = Path(env.srcdir), env.docname
     box = nodes.container(classes=["qkov-figure-info"], ids=[f"{figure.label}-info"])
     box += _links(figure, srcdir, docname, line)
+    details = _Details(summary="Regenerate, provenance, cite, code")
+    box += details
     summary_path = figure.folder / "summary.json"
     try:
         summary = read_summary(summary_path)
     except ValueError as exc:
         if summary_path.is_file():  # a missing one is reported with the downloads
             logger.warning(f"figure {figure.label}: {exc}", location=(docname, line))
-        box += code_line(figure, srcdir, docname, line)
+        details += code_line(figure, srcdir, docname, line)
         return box
-    box += nodes.paragraph("", "", nodes.strong(text="Regenerate "),
-                           nodes.Text("(from the repository root; the first line re-runs "
-                                      "this run's parameters, the second the notebook's "
-                                      "defaults through the pipeline):"))
-    box += _code(papermill_command(figure, summary["parameters"]) + "\n"
-                 + snakemake_command(figure), "bash")
-    box += nodes.paragraph("", "", nodes.strong(text="Provenance "),
-                           nodes.Text("(from summary.json): " + provenance_text(summary)))
-    box += nodes.paragraph("", "", nodes.strong(text="Cite this figure: "),
-                           nodes.Text("the paper and this figure of the companion."))
-    box += _code(paper_bibtex(bibliography(env)) + "\n\n" + companion_bibtex(
+    details += nodes.paragraph("", "", nodes.strong(text="Regenerate "),
+                               nodes.Text("(from the repository root; the first line re-runs "
+                                          "this run's parameters, the second the notebook's "
+                                          "defaults through the pipeline):"))
+    details += _code(papermill_command(figure, summary["parameters"]) + "\n"
+                     + snakemake_command(figure), "bash")
+    details += nodes.paragraph("", "", nodes.strong(text="Provenance "),
+                               nodes.Text("(from summary.json): " + provenance_text(summary)))
+    details += nodes.paragraph("", "", nodes.strong(text="Cite this figure "),
+                               nodes.Text(f"as {figure.label}, together with the paper (its "
+                                          "entry is on "), _doc_link(CITE_PAGE, docname),
+                               nodes.Text("):"))
+    details += _code(companion_bibtex(
         citation(srcdir), figure, page, summary["provenance"].get("commit"),
         input_state(summary["provenance"], names=False)), "bibtex")
-    box += code_line(figure, srcdir, docname, line)
+    details += code_line(figure, srcdir, docname, line)
     return box
 
 
@@ -585,10 +668,80 @@ class FigureBlocks(SphinxTransform):
                                location=(docname, node.line or 0))
                 continue
             store[figure.label] = {"docname": docname, "caption": caption.astext()}
-            caption.insert(0, nodes.strong(text=figure.headline + " ",
-                                           classes=["qkov-headline"]))
+            caption.insert(0, nodes.strong(text=figure.name + ". ", classes=["qkov-headline"]))
             info = figure_info(figure, self.env, page, node.line or 0)
             node.parent.insert(node.parent.index(node) + 1, info)
+
+
+class FigureDirective(SphinxDirective):
+    """``{qkov-figure} LABEL`` with the caption as content: the figure where a chapter
+    discusses it, from its files in the figure's folder (the PNG, with the spec's alt
+    text). The figure gets the label as its name, so FigureBlocks gives it its headline and
+    info block. With ``:echo:`` it is a copy shown elsewhere (the introduction): no name and
+    no block, and the caption ends with a link to the figure in its chapter."""
+
+    required_arguments = 1
+    has_content = True
+    option_spec = {"echo": directives.flag}
+
+    def run(self):
+        label = self.arguments[0]
+        figures = _book_figures(self.env)
+        if label not in figures:
+            raise self.error(f"qkov-figure: unknown figure {label!r}; expected one of "
+                             f"{', '.join(figures)}")
+        figure = figures[label]
+        if not figure.drawn:
+            note = nodes.admonition(classes=["note"])
+            note += nodes.title(text=f"{figure.name}: not run here")
+            note += nodes.paragraph(text="It needs a dataset that cannot be downloaded where "
+                                    "the book is built; its notebook says how to run it.")
+            return [note]
+        png = figure.folder / f"{figure.stem}.png"
+        node = nodes.figure(classes=["qkov-figure"])
+        node += nodes.image(uri=_source_path(png, Path(self.env.srcdir)), alt=figure.alt)
+        caption = nodes.caption()
+        parsed = nodes.Element()
+        self.state.nested_parse(self.content, self.content_offset, parsed)
+        paragraphs = list(parsed.children)
+        if not paragraphs or not isinstance(paragraphs[0], nodes.paragraph):
+            raise self.error(f"qkov-figure {label}: expected a caption paragraph as content")
+        caption += paragraphs[0].children
+        node += caption
+        if len(paragraphs) > 1:
+            node += nodes.legend("", *paragraphs[1:])
+        if "echo" in self.options:
+            caption.insert(0, nodes.strong(text=figure.name + ". "))
+            caption += [nodes.Text(" Its files, provenance and citation: "),
+                        _FigureLink("", nodes.Text(figure.name), label=label, optional=False),
+                        nodes.Text(".")]
+        else:
+            self.options["name"] = label
+            self.add_name(node)
+        node.line = self.lineno
+        return [node]
+
+
+def figure_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    """``{qkov-fig}`LABEL``: a link to a figure, titled by its name ("Fig. 2 (reproduced)",
+    "C3"), the one way the book numbers figures."""
+    env = inliner.document.settings.env
+    figures = _book_figures(env)
+    if text not in figures:
+        logger.warning(f"qkov-fig: unknown figure {text!r}; expected one of "
+                       f"{', '.join(figures)}", location=(env.docname, lineno))
+        return [nodes.Text(text)], []
+    figure = figures[text]
+    return [_FigureLink("", nodes.Text(figure.name), label=text,
+                        optional=figure.spec.needs_dataset)], []
+
+
+def _unnumber_figures(app, env) -> list[str]:
+    """Sphinx numbers figures by section ("3.1"); the book names them instead (C1, "Fig. 2
+    (reproduced)"), so no figure gets a Sphinx number: one numbering. Equations keep theirs."""
+    for numbers in env.toc_fignumbers.values():
+        numbers.pop("figure", None)
+    return []
 
 
 class _FigureLink(nodes.General, nodes.Element):
@@ -618,12 +771,14 @@ class GalleryDirective(SphinxDirective):
                 continue
             entry = nodes.container(classes=["qkov-gallery-item"], ids=[f"gallery-{figure.label}"])
             image = nodes.image(uri=_source_path(figure.folder / f"{figure.stem}.png", srcdir),
-                                alt=f"figure {figure.label}", classes=["qkov-thumbnail"])
+                                alt=figure.alt, classes=["qkov-thumbnail"])
             entry += _FigureLink("", image, label=figure.label,
                                  optional=figure.spec.needs_dataset)
             title = nodes.paragraph(classes=["qkov-gallery-title"])
-            title += _FigureLink("", nodes.strong(text=figure.label), label=figure.label,
+            title += _FigureLink("", nodes.strong(text=figure.name), label=figure.label,
                                  optional=figure.spec.needs_dataset)
+            title += nodes.Text(" · ")
+            title += _literal(figure.label)
             title += nodes.Text(" — " + (f"reproduces {figure.reproduces}" if figure.reproduces
                                          else "the companion's own figure"))
             entry += title
@@ -704,13 +859,9 @@ def _resolve_figure_links(app, doctree, docname) -> None:
                                           internal=True))
     for node in list(doctree.findall(_FigureCaption)):
         shown = store.get(node["label"], {})
-        number = app.env.toc_fignumbers.get(shown.get("docname"), {}).get(
-            "figure", {}).get(node["label"])
-        prefix = f"Companion Fig. {'.'.join(map(str, number))}: " if number else ""
         caption = shown.get("caption", "Not shown on a page of the book: its notebook is "
                             "stored without a figure (it needs a dataset).")
-        node.replace_self(nodes.paragraph(text=prefix + caption,
-                                          classes=["qkov-gallery-caption"]))
+        node.replace_self(nodes.paragraph(text=caption, classes=["qkov-gallery-caption"]))
     if app.builder.format != "html":
         return
     figures = _book_figures(app.env)
@@ -728,7 +879,20 @@ def _resolve_figure_links(app, doctree, docname) -> None:
                                        classes=["qkov-full-size"])
                 image.replace_self(link)
                 link += image
+                _add_full_size_link(doctree, figure.label, link["refuri"])
                 break
+
+
+def _add_full_size_link(doctree, label: str, uri: str) -> None:
+    """A visible "Open full size" link (the SVG, opened in the browser, not downloaded) in
+    the figure's download line, after its id."""
+    for para in doctree.findall(nodes.paragraph):
+        if "qkov-downloads" in para["classes"] and f"{label}-info" in para.parent["ids"]:
+            para.insert(1, nodes.Text(" · "))
+            para.insert(1, nodes.reference("", "Open full size", refuri=uri,
+                                           classes=["qkov-open-full"]))
+            para.insert(1, nodes.Text(" "))
+            return
 
 
 def _gallery_outdated(app, env, added, changed, removed) -> list[str]:
@@ -756,6 +920,11 @@ def setup(app):
     app.add_directive("qkov-gallery", GalleryDirective)
     app.add_directive("qkov-figure-table", FigureTableDirective)
     app.add_directive("qkov-citation", CitationDirective)
+    app.add_directive("qkov-figure", FigureDirective)
+    app.add_role("qkov-fig", figure_role)
+    app.add_node(_Details, html=(_visit_details_html, _depart_details_html),
+                 latex=(_pass, _pass), text=(_pass, _pass), man=(_pass, _pass),
+                 texinfo=(_pass, _pass))
     app.add_node(_FigureLink)
     app.add_node(_FigureCaption)
     app.add_transform(FigureBlocks)
@@ -766,5 +935,6 @@ def setup(app):
     app.connect("env-purge-doc", _purge_figures)
     app.connect("env-get-outdated", _gallery_outdated)
     app.connect("env-merge-info", _merge_figures)
+    app.connect("env-get-updated", _unnumber_figures, priority=900)
     app.connect("build-finished", _copy_static)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
