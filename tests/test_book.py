@@ -72,15 +72,13 @@ def plain(text: str) -> str:
 def test_figures_have_one_name_and_a_caption(html, figure_id, page):
     """Each figure is shown in its chapter, named one way: "Fig. 2 (reproduced)" for the
     paper's, C1, C2, ... for the companion's own (in book order), never a section number."""
-    figure = book.book_figures(REPO)[figure_id]
-    expected = (book.reproduction_name(figure.reproduces) if figure.reproduces
-                else r"C\d+")
+    figure = book.book_figures(REPO, toc_docnames())[figure_id]
     text = (html / page).read_text()
     match = re.search(rf'<figure[^>]*id="{figure_id}"[^>]*>(.*?)</figure>', text, re.S)
     assert match, f"no figure labelled {figure_id} on {page}"
     caption = plain(re.search(r"<figcaption>(.*?)</figcaption>", match.group(1), re.S).group(1))
-    assert re.match(rf"\s*{expected if not figure.reproduces else re.escape(expected)}\. \w",
-                    caption), f"{figure_id}: the caption starts {caption[:60]!r}"
+    assert re.match(rf"\s*{re.escape(figure.name)}\. \w", caption), \
+        f"{figure_id}: the caption starts {caption[:60]!r}, not with {figure.name!r}"
     assert not re.search(r"Fig\. \d+\.\d+", caption), f"{figure_id}: a section number"
     assert "reproduces paper Fig" not in caption, f"{figure_id}: says what it reproduces twice"
     alt = re.search(r'<img[^>]*alt="([^"]*)"', match.group(1)).group(1)
@@ -96,6 +94,11 @@ def test_figures_are_named_c1_c2_in_book_order():
     assert book.reproduction_name("paper Fig. 2") == "Fig. 2 (reproduced)"
     assert book.reproduction_name("paper Fig. 2 (its spread over seeds)") == \
         "Fig. 2 (reproduced; its spread over seeds)"
+    assert book.reproduction_name("paper section 5 (HateXplain)", pipeline=True) == \
+        "Section 5 (HateXplain; pipeline)"
+    figures = book.book_figures(REPO, toc_docnames())
+    assert figures["model-schematic"].name == "C1"  # the introduction shows it first
+    assert figures["language-sva"].name.endswith("; pipeline)")
 
 
 @pytest.mark.parametrize("chapter, figure_id, label", [
@@ -103,7 +106,7 @@ def test_figures_are_named_c1_c2_in_book_order():
 def test_chapter_cites_the_figure_by_name(html, chapter, figure_id, label):
     """Each drawing is cited by its name in the chapter its spec names (spec.page), which
     shows it; its notebook page shows the run's figure with a link to it."""
-    name = book.book_figures(REPO)[label].name
+    name = book.book_figures(REPO, toc_docnames())[label].name
     text = (html / f"{chapter}.html").read_text()
     assert re.search(rf'href="#{label}"[^>]*>{re.escape(name)}</a>', text), \
         f"{chapter} does not cite {label} by its name {name!r}"
@@ -166,7 +169,7 @@ def _info_block(text: str, label: str) -> str:
 def shown_figures() -> dict:
     """The extension's figures that the book shows: every drawing of every spec that does
     not need a dataset (those are stored without a figure)."""
-    return {label: figure for label, figure in book.book_figures(REPO).items()
+    return {label: figure for label, figure in book.book_figures(REPO, toc_docnames()).items()
             if label in FIGURES}
 
 
@@ -227,7 +230,7 @@ def test_the_regenerate_command_gives_back_the_parameters():
 
     import yaml
 
-    figure = book.book_figures(REPO)["paper-fig4"]
+    figure = book.book_figures(REPO, toc_docnames())["paper-fig4"]
     params = {"m": 5, "b": 50.0, "name": "a b", "ratios": [0.1, 1], "flag": True,
               "seed": None, "artifacts_dir": None}
     words = shlex.split(book.papermill_command(figure, params))
@@ -328,7 +331,7 @@ def test_a_dataset_figure_that_a_reader_ran_is_in_the_gallery(tmp_path, run_tool
                       text, re.S)
     assert entry and "Not shown on a page of the book" in entry.group(1)
     assert entry.group(1).count('class="reference download internal"') == \
-        len(book.book_figures(REPO)[spec.id].downloads(REPO))
+        len(book.book_figures(REPO, toc_docnames())[spec.id].downloads(REPO))
 
 
 def test_figure_table_lists_every_spec_in_the_book_order(html):
@@ -475,6 +478,12 @@ def test_wide_tables_are_split_and_headers_readable():
                                      ["panel", "c_5", "c_6", "c_7"]]
     assert parts[1][1] == [["FAFO", "5", "6", "7"]]
     assert book.split_wide(header[:3], rows) == [(header[:3], rows)]
+    # A two-column key (the condition and r) is repeated in every part.
+    keyed = [["T = 64", "1", *"abcdefg"], ["T = 64", "10", *"hijklmn"]]
+    parts = book.split_wide(["condition", "r", *(f"c_{k}" for k in range(7))], keyed)
+    assert all(h[:2] == ["condition", "r"] for h, _ in parts)
+    assert all(len({tuple(row[:2]) for row in part}) == 2 for _, part in parts)
+    assert [v for _, part in parts for v in part[1][2:]] == list("hijklmn")
     assert book.column_header("pct_attn>=0.8") == "% with attention ≥ 0.8"
     assert book.column_header("predicted_rank") == "predicted rank"
     assert book.column_header("L=0.01") == "L = 0.01"
@@ -508,7 +517,7 @@ def test_provenance_and_bibtex_say_when_the_code_was_not_the_commit():
                                          "than the defaults: epochs_scale")
     # BibTeX: no parameter names (LaTeX rejects a bare underscore).
     assert "_" not in book.input_state(changed, names=False)
-    figure = next(iter(book.book_figures(REPO).values()))
+    figure = next(iter(book.book_figures(REPO, toc_docnames()).values()))
     entry = book.companion_bibtex(book.citation(REPO), figure, "page", "a" * 40,
                                   book.input_state(changed, names=False))
     assert "commit aaaaaaaaaaaa with uncommitted changes (library); parameters other" in entry

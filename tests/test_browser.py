@@ -5,7 +5,7 @@ stop, with every other host sent to a recording proxy that answers nothing.
 Checked on every page: no request leaves localhost, every image the page shows was served,
 math is typeset (no raw ``\\(``, ``\\[`` or ``$$`` left), and, from the HTML, every internal
 link and download link resolves, everything a page loads is in the book and nothing is
-loaded from another host. A screenshot of each figure page is saved under
+loaded from another host. A screenshot of every page, whole, at 1280 and 420 px is saved under
 ``_build/screenshots/``. The negative tests break a copy of the built book (a removed data
 file, a broken cross-reference, a CDN script) and check that the failure names the page.
 """
@@ -44,6 +44,16 @@ def _host(request: str) -> str:
     """The host of a request line the proxy saw: "CONNECT h:443" or "GET http://h/..."."""
     target = request.split(" ", 1)[1]
     return (urlsplit(target).hostname if "://" in target else target.rsplit(":", 1)[0]) or ""
+
+
+# Headless, and as few calls home as Chromium allows (test_explorer.py starts it so too).
+QUIET_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               "--disable-extensions", "--disable-quic", "--disable-domain-reliability",
+               "--no-pings", "--disable-breakpad", "--disable-client-side-phishing-detection",
+               "--disable-default-apps",
+               "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,MediaRouter,"
+               "AutofillServerCommunication,SigninInterceptBubble,ChromeWhatsNewUI,Translate")
 
 
 def chromium() -> str:
@@ -115,14 +125,7 @@ class Site:
         self.book.served.clear()
         self.proxy.requests.clear()
         result = subprocess.run(
-            [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", "--disable-extensions", "--disable-quic",
-             "--disable-domain-reliability", "--no-pings", "--disable-breakpad",
-             "--disable-client-side-phishing-detection", "--disable-default-apps",
-             "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,"
-             "MediaRouter,AutofillServerCommunication,SigninInterceptBubble,"
-             "ChromeWhatsNewUI,Translate",
+            [chromium(), *QUIET_FLAGS,
              f"--proxy-server=http://127.0.0.1:{self.proxy.server_address[1]}",
              "--virtual-time-budget=15000", f"--user-data-dir={profile}", *extra,
              self.url + page],
@@ -324,23 +327,35 @@ def test_nothing_is_loaded_from_other_hosts(book_html):
     assert (book_html / "_static" / "mathjax" / "tex-svg-full.js").is_file()
 
 
-def test_screenshots_of_the_figure_pages(site, tmp_path):
-    """Each page that shows a figure, at a desktop and a phone width, tall enough to hold
-    its figures (a page scrolled to an anchor renders blank in headless screenshots)."""
-    from qkov.figures import specs
+def test_screenshots_of_every_page(site, tmp_path):
+    """Every page, whole, at a desktop (1280 px) and a phone (420 px) width, once its math
+    is typeset: what a reviewer looks at before a change lands. DevTools, because a window
+    screenshot holds only a window's height."""
+    import base64
+
+    from test_explorer import DevTools
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    labels = [spec.label(d) for spec in specs().values() for d in spec.drawings]
-    figure_pages = sorted({p.relative_to(site.root).as_posix()
-                           for label in labels for p in site.root.rglob("*.html")
-                           if re.search(rf'<figure[^>]*id="{label}"', p.read_text())})
-    assert figure_pages
-    for page in figure_pages:
-        for width, height in ((1280, 8000), (420, 14000)):
-            shot = SCREENSHOTS / f"{Path(page).stem}-{width}px.png"
-            site.open(page, tmp_path / "profile", f"--window-size={width},{height}",
-                      f"--screenshot={shot}")
-            assert shot.is_file() and shot.stat().st_size > 50_000, f"{page}: no screenshot"
+    browser = DevTools(tmp_path / "profile", site.proxy.server_address[1])
+    try:
+        for page in pages(site.root):
+            for width in (1280, 420):
+                browser.page("Emulation.setDeviceMetricsOverride", width=width, height=900,
+                             deviceScaleFactor=1, mobile=width < 600)
+                browser.page("Page.navigate", url=site.url + page)
+                browser.wait_for("document.readyState === 'complete'", f"{page} did not load")
+                browser.evaluate("window.MathJax && MathJax.startup ? "
+                                 "MathJax.startup.promise.then(() => true) : true")
+                height = browser.evaluate("document.documentElement.scrollHeight")
+                shot = browser.page("Page.captureScreenshot", format="png",
+                                    captureBeyondViewport=True,
+                                    clip={"x": 0, "y": 0, "width": width, "height": height,
+                                          "scale": 1})
+                path = SCREENSHOTS / f"{page.removesuffix('.html').replace('/', '-')}-{width}px.png"
+                path.write_bytes(base64.b64decode(shot["data"]))
+                assert path.stat().st_size > 20_000, f"{page}: an empty screenshot"
+    finally:
+        browser.close()
 
 
 # --- the checks catch what they are for (on a copy of the build) ----------------------------

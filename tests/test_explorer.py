@@ -28,11 +28,11 @@ import tempfile
 import time
 
 import pytest
-from test_browser import CHROMIUM_SERVICES, Site, _host, chromium
+from test_browser import CHROMIUM_SERVICES, QUIET_FLAGS, Site, _host, chromium
 
 from conftest import REPO
 from qkov.figures.paper_fig4 import Parameters
-from qkov.theory.reduced import Setting, integrate_until
+from qkov.theory.reduced import Setting, closed_form_alpha, closed_form_mu_qk, integrate_until
 
 PAGE = "book/explorer.html"
 SCRIPT = REPO / "book" / "_ext" / "qkov_explorer.js"
@@ -45,14 +45,7 @@ WIDTHS = (420, 1280)  # a phone and a desktop window
 TIMEOUT_S = 60
 
 PANEL = "document.querySelector('[data-qkov-explorer]')"
-# As test_browser's Site.open starts Chromium: headless, and as few calls home as it allows.
-QUIET_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               "--disable-extensions", "--disable-quic", "--disable-domain-reliability",
-               "--no-pings", "--disable-breakpad", "--disable-client-side-phishing-detection",
-               "--disable-default-apps",
-               "--disable-features=NetworkTimeServiceQuerying,OptimizationHints,MediaRouter,"
-               "AutofillServerCommunication,SigninInterceptBubble,ChromeWhatsNewUI,Translate")
+
 
 
 def _high(fd: int) -> int:
@@ -258,7 +251,15 @@ def test_drawn_trajectory_matches_the_library(explorer, index):
     assert math.isclose(10 ** shown["r"], r, rel_tol=1e-12), shown["r"]
     reference = integrate_until(p.setting, p.eta_ov, r * p.eta_ov, p.target_loss)
     taus = sample_times(reference)
-    check_against_library(page_states(explorer, taus), reference, taus, f"r={r:g}")
+    states = page_states(explorer, taus)
+    check_against_library(states, reference, taus, f"r={r:g}")
+    # And against the closed form (the conserved relation of paper Fig. 4's flow): the
+    # page's mu_OV at each time gives its mu_QK and alpha.
+    for tau, state in zip(taus, states["states"]):
+        assert math.isclose(closed_form_mu_qk(state["muOV"], p.setting, r), state["muQK"],
+                            rel_tol=RTOL, abs_tol=1e-12), (r, tau, state)
+        assert math.isclose(closed_form_alpha(state["muOV"], p.setting, r), state["alpha"],
+                            rel_tol=RTOL), (r, tau, state)
     final_alpha = float(reference.alpha[-1])
     assert f"α = {float(f'{final_alpha:.4g}'):g}," in shown["text"], shown["text"]
     assert f"r = {r:g};" in shown["text"], shown["text"]

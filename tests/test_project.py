@@ -163,3 +163,52 @@ def test_every_notebook_installs_the_companion_where_it_is_missing(monkeypatch):
     exec(code, {"get_ipython": lambda: shell})
     assert len(calls) == 1 and calls[0][0] == "pip" and "install" in calls[0][1] \
         and "git+https://github.com/qkov-companion/qkov" in calls[0][1]
+
+
+def test_the_install_cell_installs_what_the_notebooks_import():
+    """The extras the install cell names bring every third-party module the notebooks
+    import (directly, or as a dependency of what they name)."""
+    import ast
+    import re
+    import sys
+    from importlib.metadata import packages_distributions, requires
+
+    import nbformat
+    from packaging.requirements import Requirement
+
+    from qkov_tools.notebooks import INSTALL_SOURCE
+
+    extras = re.search(r'"qkov\[([a-z,]+)\] @', INSTALL_SOURCE).group(1).split(",")
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    wanted = [Requirement(r).name for r in project["dependencies"]]
+    wanted += [Requirement(r).name for extra in extras
+               for r in project["optional-dependencies"][extra]]
+    brought, pending = set(), [name.lower() for name in wanted]
+    while pending:  # what those distributions depend on, installed here
+        name = pending.pop()
+        if name in brought:
+            continue
+        brought.add(name)
+        for line in requires(name) or []:
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                pending.append(requirement.name.lower().replace("_", "-"))
+    imported = set()
+    for path in (REPO / "notebooks").glob("*.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code":
+                source = "\n".join(line[:len(line) - len(line.lstrip())] + "pass"
+                                   if line.lstrip().startswith("%") else line
+                                   for line in cell.source.splitlines())
+                for node in ast.walk(ast.parse(source)):
+                    if isinstance(node, ast.Import):
+                        imported |= {a.name.split(".")[0] for a in node.names}
+                    elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                        imported.add(node.module.split(".")[0])
+    third_party = imported - set(sys.stdlib_module_names) - {"qkov", "qkov_tools"}
+    assert "myst_nb" in third_party  # the glue the chapters read
+    distributions = packages_distributions()
+    missing = {module: distributions.get(module) for module in third_party
+               if not {d.lower().replace("_", "-") for d in distributions.get(module, [])}
+               & brought}
+    assert not missing, f"the install cell's extras {extras} do not bring {missing}"

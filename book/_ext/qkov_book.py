@@ -69,6 +69,7 @@ from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx import addnodes
 from sphinx.transforms import SphinxTransform
+from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
@@ -262,13 +263,17 @@ def column_header(name: str) -> str:
 
 
 def split_wide(header: list[str], rows: list[list[str]]) -> list[tuple[list, list]]:
-    """A table as tables of at most MAX_COLUMNS columns, each led by the first column (the
-    row's name), so that none is wider than the page."""
+    """A table as tables of at most MAX_COLUMNS columns, so that none is wider than the
+    page; each repeats the leading columns that tell the rows apart (the row's key: the
+    panel, or the condition and r)."""
     if len(header) <= MAX_COLUMNS:
         return [(header, rows)]
-    step = MAX_COLUMNS - 1
-    return [([header[0], *header[k:k + step]], [[row[0], *row[k:k + step]] for row in rows])
-            for k in range(1, len(header), step)]
+    key = next((k for k in range(1, len(header))
+                if len({tuple(row[:k]) for row in rows}) == len(rows)), 1)
+    key = min(key, MAX_COLUMNS - 2)  # leave room for at least two other columns
+    step = MAX_COLUMNS - key
+    return [([*header[:key], *header[k:k + step]], [[*row[:key], *row[k:k + step]] for row in rows])
+            for k in range(key, len(header), step)]
 
 
 class PrintedTables(SphinxTransform):
@@ -380,7 +385,7 @@ def ordered_specs(order: list[str]) -> list[FigureSpec]:
     return sorted(specs().values(), key=position)
 
 
-def book_figures(srcdir: Path, order: list[str] = ()) -> dict[str, BookFigure]:
+def book_figures(srcdir: Path, order: list[str]) -> dict[str, BookFigure]:
     """Every drawing of every spec, by label, in the book's order (``order``: the documents
     in reading order, :func:`toc_order`); a figure's main drawing first, then its others."""
     # $QKOV_ARTIFACTS when set (the tests: nbval writes there), else the source's artifacts/.
@@ -388,19 +393,24 @@ def book_figures(srcdir: Path, order: list[str] = ()) -> dict[str, BookFigure]:
     for spec in ordered_specs(list(order)):
         for drawing in spec.drawings:
             own += drawing.reproduces is None
-            name = reproduction_name(drawing.reproduces) if drawing.reproduces else f"C{own}"
+            name = (reproduction_name(drawing.reproduces, spec.needs_dataset)
+                    if drawing.reproduces else f"C{own}")
             figures[spec.label(drawing)] = BookFigure(spec, drawing, default_dir(spec.id, srcdir),
                                                       name)
     return figures
 
 
-def reproduction_name(reproduces: str) -> str:
+def reproduction_name(reproduces: str, pipeline: bool = False) -> str:
     """The book's name for a drawing that reproduces one of the paper's: "paper Fig. 2" is
     "Fig. 2 (reproduced)", "paper Fig. 2 (its spread over seeds)" is "Fig. 2 (reproduced;
-    its spread over seeds)". The companion's own figures are C1, C2, ... in book order."""
+    its spread over seeds)"; with ``pipeline`` (its data cannot be had where the book is
+    built, so nothing was reproduced here) "Section 5 (HateXplain; pipeline)". The
+    companion's own figures are C1, C2, ... in book order."""
     base, _, extra = reproduces.removeprefix("paper ").partition(" (")
-    extra = extra.removesuffix(")")
-    return f"{base[:1].upper()}{base[1:]} (reproduced{'; ' + extra if extra else ''})"
+    base, extra = f"{base[:1].upper()}{base[1:]}", extra.removesuffix(")")
+    if pipeline:
+        return f"{base} ({extra + '; ' if extra else ''}pipeline)"
+    return f"{base} (reproduced{'; ' + extra if extra else ''})"
 
 
 def _book_figures(env) -> dict[str, BookFigure]:
@@ -667,7 +677,10 @@ class FigureBlocks(SphinxTransform):
                 logger.warning(f"figure {figure.label} has no caption",
                                location=(docname, node.line or 0))
                 continue
-            store[figure.label] = {"docname": docname, "caption": caption.astext()}
+            # The caption as nodes: its glued values are filled in only when pages are
+            # written, in the gallery too (GalleryCaptions).
+            store[figure.label] = {"docname": docname,
+                                   "caption": [child.deepcopy() for child in caption.children]}
             caption.insert(0, nodes.strong(text=figure.name + ". ", classes=["qkov-headline"]))
             info = figure_info(figure, self.env, page, node.line or 0)
             node.parent.insert(node.parent.index(node) + 1, info)
@@ -738,7 +751,9 @@ def figure_role(name, rawtext, text, lineno, inliner, options=None, content=None
 
 def _unnumber_figures(app, env) -> list[str]:
     """Sphinx numbers figures by section ("3.1"); the book names them instead (C1, "Fig. 2
-    (reproduced)"), so no figure gets a Sphinx number: one numbering. Equations keep theirs."""
+    (reproduced)"), so no figure gets a Sphinx number: one numbering. Equations keep theirs.
+    (Sphinx recomputes the numbers on every build and, finding them changed, rewrites the
+    pages with figures: harmless.)"""
     for numbers in env.toc_fignumbers.values():
         numbers.pop("figure", None)
     return []
@@ -751,6 +766,27 @@ class _FigureLink(nodes.General, nodes.Element):
 
 class _FigureCaption(nodes.General, nodes.Element):
     """A gallery entry's caption, copied from its figure once every page has been read."""
+
+
+class GalleryCaptions(SphinxPostTransform):
+    """Copy each figure's caption into its gallery entry before myst-nb fills in glued
+    values (its ReplacePendingGlueReferences runs at priority 5), so that the copied
+    references are filled in too. The chapters and the gallery are pages of one folder
+    (book/), so the captions' relative references to the notebooks hold in both."""
+
+    default_priority = 4
+
+    def run(self, **kwargs):
+        store = getattr(self.env, "qkov_figures", {})
+        for node in list(self.document.findall(_FigureCaption)):
+            shown = store.get(node["label"])
+            para = nodes.paragraph(classes=["qkov-gallery-caption"])
+            if shown is None:
+                para += nodes.Text("Not shown on a page of the book: its notebook is stored "
+                                   "without a figure (it needs a dataset).")
+            else:
+                para += [child.deepcopy() for child in shown["caption"]]
+            node.replace_self(para)
 
 
 def _listed_on(env) -> None:
@@ -777,10 +813,8 @@ class GalleryDirective(SphinxDirective):
             title = nodes.paragraph(classes=["qkov-gallery-title"])
             title += _FigureLink("", nodes.strong(text=figure.name), label=figure.label,
                                  optional=figure.spec.needs_dataset)
-            title += nodes.Text(" · ")
-            title += _literal(figure.label)
-            title += nodes.Text(" — " + (f"reproduces {figure.reproduces}" if figure.reproduces
-                                         else "the companion's own figure"))
+            if not figure.reproduces:
+                title += nodes.Text(" — the companion's own figure")
             entry += title
             entry += _FigureCaption(label=figure.label)
             entry += _links(figure, srcdir, self.env.docname, self.lineno)
@@ -857,11 +891,6 @@ def _resolve_figure_links(app, doctree, docname) -> None:
         uri = app.builder.get_relative_uri(docname, store[label]["docname"]) + "#" + label
         node.replace_self(nodes.reference("", "", *node.children, refuri=uri,
                                           internal=True))
-    for node in list(doctree.findall(_FigureCaption)):
-        shown = store.get(node["label"], {})
-        caption = shown.get("caption", "Not shown on a page of the book: its notebook is "
-                            "stored without a figure (it needs a dataset).")
-        node.replace_self(nodes.paragraph(text=caption, classes=["qkov-gallery-caption"]))
     if app.builder.format != "html":
         return
     figures = _book_figures(app.env)
@@ -929,6 +958,7 @@ def setup(app):
     app.add_node(_FigureCaption)
     app.add_transform(FigureBlocks)
     app.add_transform(PrintedTables)
+    app.add_post_transform(GalleryCaptions)
     app.add_css_file(CSS_FILE)
     app.connect("config-inited", _use_local_mathjax, priority=900)
     app.connect("doctree-resolved", _resolve_figure_links)

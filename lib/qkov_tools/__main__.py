@@ -3,6 +3,7 @@
     python -m qkov_tools run notebooks/paper-fig4.ipynb            # re-run, store in place
     python -m qkov_tools run NB --output out.ipynb -y "ratios: [1, 10]"
     python -m qkov_tools strip notebooks/*.ipynb                    # strip stored notebooks
+    python -m qkov_tools install-cell notebooks/my-fig.ipynb        # its first cell: install
     python -m qkov_tools record --since START                       # after `make figures`
     python -m qkov_tools record-test --since START                  # after a passing `make test`
 
@@ -27,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
                        help='parameters as YAML, e.g. "ratios: [1, 10]"')
     strip_p = sub.add_parser("strip", help="strip volatile metadata from stored notebooks")
     strip_p.add_argument("notebooks", type=Path, nargs="+")
+    install_p = sub.add_parser("install-cell", help="give notebooks the cell that installs "
+                               "the companion where it is missing (Colab, Binder)")
+    install_p.add_argument("notebooks", type=Path, nargs="+")
     record_p = sub.add_parser("record", help="record the wall times of a from-scratch run")
     record_p.add_argument("--since", type=float, required=True,
                           help="Unix time the run started")
@@ -44,13 +48,14 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(parameters, dict):
             parser.error(f"--parameters-yaml must be a mapping, got {args.parameters_yaml!r}")
         run(args.notebook, args.output, parameters)
-    elif args.command == "strip":
+    elif args.command in ("strip", "install-cell"):
         import nbformat
 
-        from .notebooks import store
+        from .notebooks import store, with_install_cell
 
         for path in args.notebooks:
-            store(nbformat.read(path, as_version=4), path)
+            nb = nbformat.read(path, as_version=4)
+            store(with_install_cell(nb) if args.command == "install-cell" else nb, path)
     else:
         from . import records
 

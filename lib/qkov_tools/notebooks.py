@@ -20,14 +20,15 @@ VOLATILE_KEYS = ["metadata.papermill", "cell.metadata.papermill", "cell.metadata
 
 # Every notebook's first code cell: on Colab or Binder, or wherever the companion is not
 # installed, it installs it; where `qkov` imports (this repository's environment) it does
-# nothing. The book does not show it (tag remove-cell). The URL is _config.yml's repository.
+# nothing. The book does not show it (tag remove-cell). The URL is _config.yml's repository;
+# the extras are those the notebooks import (the tools to run them, myst-nb's glue).
 INSTALL_SOURCE = """\
 # Colab, Binder or any Python without the companion: install it first (a no-op where
 # `qkov` already imports, as in the repository's own environment).
 import importlib.util
 
 if importlib.util.find_spec("qkov") is None:
-    %pip install --quiet "qkov[tools] @ git+https://github.com/qkov-companion/qkov"
+    %pip install --quiet "qkov[tools,book] @ git+https://github.com/qkov-companion/qkov"
 """
 INSTALL_TAG = "remove-cell"
 

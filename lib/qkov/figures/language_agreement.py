@@ -21,6 +21,7 @@ printed tables, :func:`plot` the figure.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -324,7 +325,7 @@ MARKERS = {MATCHED: "o", FASTER_QK: "s", FASTER_QK_ONLY: "^", ALL_FASTER: "D"}
 def plot(records, maps, results):
     """Top two rows: accuracy, rollout attention on the subject, and comprehensiveness /
     sufficiency against the number of attractors (mean over seeds, bars: 95% interval), and
-    held-out accuracy with the most attractors after each epoch. Bottom row: one
+    held-out accuracy with the most attractors after each epoch. Below them, two a row: one
     attention-vs-probability heatmap per condition (mean over seeds)."""
     attractors = sorted({r["attractors"] for r in records})
     conditions = _conditions(records)
@@ -357,8 +358,9 @@ def plot(records, maps, results):
         # At the default parameters every condition learns the task: a panel of points at 1
         # says so in its title rather than look like a finding.
         lowest = min(accuracy_means)
-        titles = ("(a) held-out accuracy" + (f"\n(every mean {lowest:.3g} or more)"
-                                             if lowest >= 0.99 else ""),
+        # Floored, so the title never rounds a mean up ("0.998", not "1").
+        titles = ("(a) held-out accuracy" + (f"\n(every mean {math.floor(lowest * 1000) / 1000:.3f}"
+                                             " or more)" if lowest >= 0.99 else ""),
                   "(b) attention on the subject\n(rollout)",
                   "(c) comprehensiveness (solid),\nsufficiency (dashed)")
         for ax, title in zip(axes, titles):

@@ -38,11 +38,7 @@ from ..spec import FigureSpec
 SPEC = FigureSpec(id="language-hatexplain", reproduces="paper section 5 (HateXplain)",
                   page="book/language-data", tables=("heatmaps.csv",), threads=2,
                   needs_dataset=True, resources={"mem_mb": 16000, "runtime": 240},
-                  alt=("Bar charts comparing matched learning rates with faster QK on HateXplain, bars "
-                       "the mean over seeds and dots each seed: test accuracy, attention on the rationale "
-                       "measured three ways, and the ERASER comprehensiveness and sufficiency; below, one "
-                       "heatmap per condition of test posts binned by attention on the rationale (x) and "
-                       "probability of the true class (y)."))
+                  alt=pipelines.classifier_alt("HateXplain", "posts", "rationale", "true class"))
 
 DATASET, DIVISIONS = "dataset.json", "post_id_divisions.json"
 

@@ -42,11 +42,8 @@ from ..spec import FigureSpec
 SPEC = FigureSpec(id="language-sva", reproduces="paper section 5 (subject-verb agreement)",
                   page="book/language-data", tables=("heatmaps.csv", "attractors.csv"),
                   threads=2, needs_dataset=True, resources={"mem_mb": 16000, "runtime": 240},
-                  alt=("Bar charts comparing matched learning rates with faster QK on subject-verb "
-                       "agreement, bars the mean over seeds and dots each seed: test accuracy, attention on "
-                       "the subject measured three ways, and the ERASER comprehensiveness and sufficiency; "
-                       "below, one heatmap per condition of test sentences binned by attention on the "
-                       "subject (x) and probability of the true number (y)."))
+                  alt=pipelines.classifier_alt("subject-verb agreement", "sentences", "subject",
+                                                "true number"))
 
 MAX_ATTRACTORS = 4  # attractor counts shown separately (more are pooled with 4)
 

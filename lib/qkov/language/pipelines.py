@@ -237,6 +237,15 @@ def bars(ax, rows, keys, labels):
     ax.set_xticks(range(len(keys)), labels)
 
 
+def classifier_alt(task: str, examples: str, rationale: str, target: str) -> str:
+    """The alt text of plot_classifier's drawing of ``task``."""
+    return (f"Bar charts comparing matched learning rates with faster QK on {task}, bars the "
+            "mean over seeds and dots each seed: test accuracy, attention on the "
+            f"{rationale} measured three ways, and the ERASER comprehensiveness and "
+            f"sufficiency; below, one heatmap per condition of test {examples} binned by "
+            f"attention on the {rationale} (x) and probability of the {target} (y).")
+
+
 def plot_classifier(rows: Sequence[Mapping], heatmaps: Mapping[str, np.ndarray], title: str,
                     top_fraction: float = ERASER_FRACTION):
     """(a) test accuracy, (b) attention on the rationale three ways, (c) ERASER scores (bars:
