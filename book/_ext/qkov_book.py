@@ -819,7 +819,11 @@ class GalleryDirective(SphinxDirective):
             entry += _FigureCaption(label=figure.label)
             entry += _links(figure, srcdir, self.env.docname, self.lineno)
             entries.append(entry)
-        return [nodes.container("", *entries, classes=["qkov-gallery"])]
+        # The captions, copied in when pages are written, may hold math: an empty formula
+        # makes Sphinx load MathJax on this page (it decides from what it read).
+        marker = nodes.math("", "")
+        return [nodes.container("", *entries, classes=["qkov-gallery"]),
+                nodes.paragraph("", "", marker, classes=["qkov-hidden"])]
 
 
 def _literal(text: str) -> nodes.literal:
