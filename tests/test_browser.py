@@ -299,9 +299,9 @@ def test_every_page_renders_offline(site, tmp_path):
     all_pages = pages(site.root)
     assert len(all_pages) >= 10
     problems = []
-    for page in all_pages:
-        problems += rendered_problems(page, site.open(page, tmp_path / "profile", "--dump-dom"),
-                                      site)
+    for k, page in enumerate(all_pages):  # a fresh profile each: no image from the cache
+        problems += rendered_problems(page, site.open(page, tmp_path / f"profile-{k}",
+                                                      "--dump-dom"), site)
     assert not problems, "\n".join(problems)
 
 
@@ -368,21 +368,21 @@ def broken(book_html, tmp_path):
 
 
 def test_a_removed_data_file_is_named(broken):
-    text = (broken / "notebooks" / "paper-fig4.html").read_text()
+    text = (broken / "book" / "paper-fig4.html").read_text()
     href = re.search(r'href="\.\./(_downloads/[^"]+/data\.csv)"', text).group(1)
     (broken / href).unlink()
     problems = link_problems(broken)
-    assert any(p.startswith("notebooks/paper-fig4.html: link ") and "data.csv" in p
+    assert any(p.startswith("book/paper-fig4.html: link ") and "data.csv" in p
                for p in problems), problems
 
 
 def test_a_broken_cross_reference_is_named(broken):
-    page = broken / "book" / "paper-fig4.html"
+    page = broken / "book" / "intro.html"  # it cites Fig. 4 in its chapter
     text = page.read_text()
-    assert "#paper-fig4" in text
+    assert "paper-fig4.html#paper-fig4" in text
     page.write_text(text.replace("paper-fig4.html#paper-fig4", "paper-fig4.html#no-such-figure"))
     problems = link_problems(broken)
-    assert any(p.startswith("book/paper-fig4.html: link ") and "no-such-figure" in p
+    assert any(p.startswith("book/intro.html: link ") and "no-such-figure" in p
                for p in problems), problems
 
 

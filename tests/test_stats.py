@@ -64,3 +64,10 @@ def test_interval_text_drifts_within_the_notebook_tolerance():
     assert (a, b) == ("0.7481 ± 0.0099", "0.748 ± 0.010")
     assert texts_close(a, b)
     assert texts_close(stats.interval_text(1.0, 0.0), stats.interval_text(0.99992, 0.0002))
+
+
+def test_a_spread_at_float32_rounding_prints_as_zero():
+    """Seeds that agree up to float32 rounding: two processors' roundings (a half-width of
+    2e-7 or 7.6e-8 on a loss of 3.912) print one entry, not fixed against e-notation."""
+    assert stats.interval_text(3.912, 2.0e-7) == stats.interval_text(3.912, 7.6e-8) == "3.912 ± 0"
+    assert stats.interval_text(3.912, 1.2e-5) == "3.912 ± 0.000012"  # a spread, kept

@@ -251,7 +251,7 @@ COLUMN_HEADERS = {
     "attention_rollout": "attention (rollout)", "attention_layer_mean": "attention (layer mean)",
     "attention_layer_max": "attention (layer max)",
 }
-MAX_COLUMNS = 6  # a wider printed table is shown as several, each repeating the first column
+MAX_COLUMNS = 5  # a wider printed table is shown as several, each repeating the first column
 
 
 def column_header(name: str) -> str:

@@ -15,7 +15,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from docutils import nodes
 from sphinx.errors import ConfigError
+from sphinx.transforms.post_transforms import SphinxPostTransform
 
 PDF = "qkov-book.pdf"
 BUTTON = {"type": "link", "text": "Book (PDF)", "icon": "fas fa-book",
@@ -84,7 +86,37 @@ def _latex_preamble(app, config) -> None:
     config.latex_elements = elements
 
 
+TALL = 0.9  # a figure taller than this fraction of its width is drawn by height in the PDF
+
+
+def _png_size(path: Path) -> tuple[int, int] | None:
+    """(width, height) from a PNG's header, or None for another file."""
+    try:
+        head = Path(path).read_bytes()[:24]
+    except OSError:
+        return None
+    if head[:8] != b"\x89PNG\r\n\x1a\n":
+        return None
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+class TallFiguresFitThePage(SphinxPostTransform):
+    """In the PDF, a figure drawn for the book's column may be taller than a page once its
+    caption is added (the heatmaps are 4 x 2): such a figure is given a height of
+    ``TALL`` of the line width (keeping its aspect), so figure and caption fit."""
+
+    default_priority = 200
+    builders = ("latex",)
+
+    def run(self, **kwargs):
+        for image in self.document.findall(nodes.image):
+            size = _png_size(Path(self.env.srcdir) / image["uri"].lstrip("/"))
+            if size and size[1] > TALL * size[0] and "height" not in image:
+                image["height"] = f"{100 * TALL:.0f}%"
+
+
 def setup(app):
+    app.add_post_transform(TallFiguresFitThePage)
     app.connect("env-before-read-docs", _check_latex_name)
     app.connect("builder-inited", _copy_pdf)
     app.connect("env-get-outdated", _relink)

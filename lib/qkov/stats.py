@@ -38,7 +38,11 @@ def interval_text(mean: float, half_width: float, digits: int = 4) -> str:
     all its integer digits): "1.000 ± 0", "2000 ± 0", "2.000 ± nan". The number of decimals
     follows the half-width, so that a half-width crossing a power of ten on another
     processor changes the mean's last digit, never the entry's shape (tests/nbval_tolerance).
+    A half-width of at most a millionth of the mean is float32 rounding between seeds, not a
+    spread: it prints as 0 (so two processors' roundings print the same entry).
     """
+    if np.isfinite(half_width) and 0 < half_width <= 1e-6 * abs(mean):
+        half_width = 0.0
     if not np.isfinite(mean):
         return f"{mean} ± {half_width:.2g}"
     spread = bool(np.isfinite(half_width) and half_width > 0)

@@ -400,9 +400,12 @@ def plot(sweep: Sweep, rows: list[dict]):
     """One panel per y column: y against x, one line per group; at each x the mean over the
     sets, and their range as a band where several sets share an x (e.g. seeds). Only the
     rows where every ``where`` column has its value are drawn (all are in results.csv)."""
-    import numpy as np
+    import textwrap
 
-    from qkov.plotting import house_style, new_figure
+    import numpy as np
+    from matplotlib.ticker import NullFormatter
+
+    from qkov.plotting import COLUMN_WIDTH_IN, house_style, new_figure
 
     spec = sweep.plot
     columns = list(rows[0])
@@ -416,8 +419,13 @@ def plot(sweep: Sweep, rows: list[dict]):
         raise SweepError(f"{sweep.path}: no row of results.csv has {spec['where']}")
     groups = list(dict.fromkeys(row[spec["group"]] for row in rows)) if spec["group"] else [None]
     with house_style():
-        fig = new_figure(figsize=(4.2 * len(spec["y"]), 3.6))
-        axes = fig.subplots(1, len(spec["y"]), squeeze=False)[0]
+        # Drawn for the book's column, two panels a row (publish's 9 pt rule holds here too).
+        columns = min(len(spec["y"]), 2)
+        rows_of_panels = -(-len(spec["y"]) // columns)
+        fig = new_figure(figsize=(COLUMN_WIDTH_IN, 3.2 * rows_of_panels + 0.8))
+        axes = fig.subplots(rows_of_panels, columns, squeeze=False).ravel()
+        for ax in axes[len(spec["y"]):]:
+            ax.set_axis_off()
         for ax, y in zip(axes, spec["y"]):
             for group in groups:
                 mine = [r for r in rows if group is None or r[spec["group"]] == group]
@@ -433,11 +441,14 @@ def plot(sweep: Sweep, rows: list[dict]):
             ax.set_ylabel(y)
             ax.set_xscale("log" if spec["logx"] else "linear")
             ax.set_yscale("log" if spec["logy"] else "linear")
+            for axis in (ax.xaxis, ax.yaxis):  # short log ranges: minor labels would collide
+                axis.set_minor_formatter(NullFormatter())
         if spec["group"]:
-            axes[-1].legend(fontsize=8)
+            fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center",
+                       ncols=min(len(groups), 4))
         where = ", ".join(f"{k} = {v}" for k, v in spec["where"].items())
-        fig.suptitle(f"sweep {sweep.name}: {len(sweep.sets)} sets of {sweep.figure_id}"
-                     + (f" ({where})" if where else ""))
+        fig.suptitle(textwrap.fill(f"sweep {sweep.name}: {len(sweep.sets)} sets of "
+                                   f"{sweep.figure_id}" + (f" ({where})" if where else ""), 60))
     return fig
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
+from matplotlib.ticker import NullFormatter
 
 from .. import artifacts
 from ..params import FigureParameters, boolean, integer, number, optional_path, parameter, seed_list
@@ -449,6 +450,7 @@ def plot_trajectories(rows, panel_keys, uniform_share: float | None = None):
             ax.axhline(uniform_share, color="k", lw=0.8, ls=":")
         for ax in axes.flat:
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())  # short runs: labels would collide
             ax.set_ylim(0, 1.02)
         axes[0, 0].invert_xaxis()  # shared: all four panels
         for ax, (_, label) in zip(axes[:, 0], measures):
