@@ -176,6 +176,7 @@ def test_the_install_cell_installs_what_the_notebooks_import():
     import nbformat
     from packaging.requirements import Requirement
 
+    from qkov_tools.imports import python_source
     from qkov_tools.notebooks import INSTALL_SOURCE
 
     extras = re.search(r'"qkov\[([a-z,]+)\] @', INSTALL_SOURCE).group(1).split(",")
@@ -197,10 +198,7 @@ def test_the_install_cell_installs_what_the_notebooks_import():
     for path in (REPO / "notebooks").glob("*.ipynb"):
         for cell in nbformat.read(path, as_version=4).cells:
             if cell.cell_type == "code":
-                source = "\n".join(line[:len(line) - len(line.lstrip())] + "pass"
-                                   if line.lstrip().startswith("%") else line
-                                   for line in cell.source.splitlines())
-                for node in ast.walk(ast.parse(source)):
+                for node in ast.walk(ast.parse(python_source(cell.source))):
                     if isinstance(node, ast.Import):
                         imported |= {a.name.split(".")[0] for a in node.names}
                     elif isinstance(node, ast.ImportFrom) and node.level == 0:

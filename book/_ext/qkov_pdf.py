@@ -19,6 +19,8 @@ from docutils import nodes
 from sphinx.errors import ConfigError
 from sphinx.transforms.post_transforms import SphinxPostTransform
 
+from qkov.plotting import png_size
+
 PDF = "qkov-book.pdf"
 BUTTON = {"type": "link", "text": "Book (PDF)", "icon": "fas fa-book",
           "tooltip": "Download the whole book as a PDF", "label": "download-book-pdf-button"}
@@ -90,14 +92,11 @@ TALL = 0.9  # a figure taller than this fraction of its width is drawn by height
 
 
 def _png_size(path: Path) -> tuple[int, int] | None:
-    """(width, height) from a PNG's header, or None for another file."""
+    """(width, height) of a PNG file, or None for another file."""
     try:
-        head = Path(path).read_bytes()[:24]
-    except OSError:
+        return png_size(Path(path).read_bytes()[:24])
+    except (OSError, ValueError):
         return None
-    if head[:8] != b"\x89PNG\r\n\x1a\n":
-        return None
-    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
 
 
 class TallFiguresFitThePage(SphinxPostTransform):

@@ -114,11 +114,16 @@ def _recording_drawn_text():
         Text.draw = draw
 
 
+def png_size(png: bytes) -> tuple[int, int]:
+    """The (width, height) in pixels in a PNG's header."""
+    if png[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("png_size: not a PNG")
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
 def png_width(png: bytes) -> int:
     """The pixel width in a PNG's header."""
-    if png[:8] != b"\x89PNG\r\n\x1a\n":
-        raise ValueError("png_width: not a PNG")
-    return int.from_bytes(png[16:20], "big")
+    return png_size(png)[0]
 
 
 def shown_size_pt(fontsize: float, dpi: float, png_width_px: int) -> float:

@@ -79,6 +79,14 @@ def library_imports(module: str, root: str | Path | None = None) -> set[str]:
     return _imported_modules(path.read_text(), root, package) - {module}
 
 
+def python_source(cell_source: str) -> str:
+    """A notebook code cell as Python: IPython magics (the install cell's %pip) are not
+    Python, so a pass stands in their place."""
+    return "\n".join(line[:len(line) - len(line.lstrip())] + "pass"
+                     if line.lstrip().startswith(("%", "!")) else line
+                     for line in cell_source.splitlines())
+
+
 def library_inputs(notebook: str | Path, root: str | Path | None = None) -> list[str]:
     """The library files a notebook's results depend on: the modules its code cells import,
     and theirs, transitively (paths relative to ``root``). Snakemake re-runs a figure when
@@ -89,12 +97,7 @@ def library_inputs(notebook: str | Path, root: str | Path | None = None) -> list
     pending = set()
     for cell in nb.cells:
         if cell.cell_type == "code":
-            # IPython magics (the install cell's %pip) are not Python: a pass in their place
-            source = "\n".join(
-                line[:len(line) - len(line.lstrip())] + "pass"
-                if line.lstrip().startswith(("%", "!")) else line
-                for line in cell.source.splitlines())
-            pending |= _imported_modules(source, root)
+            pending |= _imported_modules(python_source(cell.source), root)
     seen = set()
     while pending:
         module = pending.pop()
