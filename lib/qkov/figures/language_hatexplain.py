@@ -81,11 +81,11 @@ class Parameters(FigureParameters):
 
 
 def data_missing(p: Parameters) -> bool:
-    """True (and what to do printed) if the HateXplain files are not there."""
-    paths = p.paths
-    inputs = {"hatexplain_dir": (p.hatexplain_dir, "hatexplain")} if paths is None else {
-        f"hatexplain_dir/{path.name}": (str(path), "hatexplain") for path in paths}
-    return pipelines.missing_data(SPEC.id, inputs, "-p hatexplain_dir PATH/TO/HateXplain/Data")
+    """True (and what to do printed) if ``hatexplain_dir`` is not given; an error if it is
+    given but is not a folder with the two files."""
+    return pipelines.missing_data(SPEC.id, {"hatexplain_dir": (p.hatexplain_dir, "hatexplain")},
+                                  "-p hatexplain_dir PATH/TO/HateXplain/Data",
+                                  inside={"hatexplain_dir": (DATASET, DIVISIONS)})
 
 
 @dataclass

@@ -81,7 +81,8 @@ class Parameters(FigureParameters):
 
 
 def data_missing(p: Parameters) -> bool:
-    """True (and what to do printed) if a SQuAD file or the GloVe vectors are not there."""
+    """True (and what to do printed) if a SQuAD file or the GloVe vectors are not given; an
+    error if a path is given but is not a file."""
     return pipelines.missing_data(
         SPEC.id, {"squad_train": (p.squad_train, "squad"), "squad_dev": (p.squad_dev, "squad"),
                     "glove_path": (p.glove_path, "glove")},

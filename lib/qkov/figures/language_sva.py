@@ -82,7 +82,8 @@ class Parameters(FigureParameters):
 
 
 def data_missing(p: Parameters) -> bool:
-    """True (and what to do printed) if the agreement TSV is not there."""
+    """True (and what to do printed) if ``agreement_tsv`` is not given; an error if it is
+    given but is not a file."""
     return pipelines.missing_data(SPEC.id, {"agreement_tsv": (p.agreement_tsv, "agreement")},
                           "-p agreement_tsv PATH/TO/agr_50_mostcommon_10K.tsv")
 

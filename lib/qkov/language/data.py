@@ -62,6 +62,12 @@ def _kinds(kind) -> tuple[type, ...]:
     return kind if isinstance(kind, tuple) else (kind,)
 
 
+def _some(items: Sequence[Any], shown: int = 5) -> str:
+    """The first few of ``items`` for a message: "'a', 'b' and 3 more"."""
+    text = ", ".join(repr(item) for item in items[:shown])
+    return text + (f" and {len(items) - shown} more" if len(items) > shown else "")
+
+
 # --- HateXplain ---------------------------------------------------------------------------
 
 HATEXPLAIN_LABELS = ("hatespeech", "normal", "offensive")  # the dataset's classes.npy order
@@ -137,7 +143,8 @@ def load_hatexplain(dataset: str | Path, divisions: str | Path) -> HateXplainDat
     """HateXplain's ``dataset.json`` and ``post_id_divisions.json``, checked, as train, val
     and test posts. Every post of the dataset is checked (a malformed post anywhere is an
     error); posts the split file lists without a majority label are dropped and counted
-    (the dataset's own code drops them too: "undecided")."""
+    (the dataset's own code drops them too: "undecided"). A post id listed twice, in one split
+    or in two, is an error: a test post seen in training would inflate the test scores."""
     data = _read_json(dataset)
     if not isinstance(data, dict):
         raise DataError(dataset, None, "expected a JSON object of posts keyed by post id")
@@ -145,19 +152,31 @@ def load_hatexplain(dataset: str | Path, divisions: str | Path) -> HateXplainDat
     split_ids = _read_json(divisions)
     if not isinstance(split_ids, dict):
         raise DataError(divisions, None, "expected a JSON object with lists train, val, test")
-    splits, no_majority = {}, 0
+    splits, listed, no_majority = {}, {}, 0
     for name in HATEXPLAIN_SPLITS:
         ids = _field(divisions, f"split {name!r}", split_ids, name, list)
         chosen = []
         for k, post_id in enumerate(ids):
-            if post_id not in posts:
+            if not isinstance(post_id, str) or post_id not in posts:
                 raise DataError(divisions, f"split {name!r}, item {k}",
                                 f"expected a post id of {Path(dataset).name}, got {post_id!r}")
             if posts[post_id] is None:
                 no_majority += 1
             else:
                 chosen.append(posts[post_id])
-        splits[name] = chosen
+        repeated = [post_id for post_id, n in Counter(ids).items() if n > 1]
+        if repeated:
+            raise DataError(divisions, f"split {name!r}", f"expected each post id once, got "
+                                                          f"{len(repeated)} listed more than once: "
+                                                          f"{_some(repeated)}")
+        splits[name], listed[name] = chosen, set(ids)
+    for k, first in enumerate(HATEXPLAIN_SPLITS):
+        for second in HATEXPLAIN_SPLITS[k + 1:]:
+            shared = [post_id for post_id in split_ids[second] if post_id in listed[first]]
+            if shared:
+                raise DataError(divisions, f"splits {first!r} and {second!r}",
+                                f"expected no post in both (split leakage), got {len(shared)}: "
+                                f"{_some(shared)}")
     return HateXplainData(**splits, no_majority=no_majority)
 
 
@@ -191,12 +210,16 @@ class AgreementData:
 def agreement_example(path, line: int, row: dict[str, str]) -> AgreementExample:
     where = f"line {line}"
 
-    def integer(name: str) -> int:
+    def integer(name: str, minimum: int | None = None) -> int:
         try:
-            return int(row[name])
+            value = int(row[name])
         except ValueError:
             raise DataError(path, where, f"column {name!r}: expected an integer, "
                                          f"got {row[name]!r}") from None
+        if minimum is not None and value < minimum:
+            raise DataError(path, where, f"column {name!r}: expected a non-negative integer "
+                                         f"(a count of nouns), got {value}")
+        return value
 
     verb_pos = row["verb_pos"]
     if verb_pos not in AGREEMENT_LABELS:
@@ -216,9 +239,13 @@ def agreement_example(path, line: int, row: dict[str, str]) -> AgreementExample:
             raise DataError(path, where, f"column {name!r}: expected word {index} of "
                                          f"'orig_sentence' ({original[index - 1]!r}), "
                                          f"got {row[name]!r}")
+    # Counts of nouns between subject and verb: the attractors are some of them.
+    n_intervening, n_diff = integer("n_intervening", 0), integer("n_diff_intervening", 0)
+    if n_diff > n_intervening:
+        raise DataError(path, where, f"column 'n_diff_intervening': expected at most "
+                                     f"n_intervening ({n_intervening}), got {n_diff}")
     return AgreementExample(line, sentence[:verb - 1], AGREEMENT_LABELS.index(verb_pos),
-                            subj - 1, verb - 1, integer("n_intervening"),
-                            integer("n_diff_intervening"))
+                            subj - 1, verb - 1, n_intervening, n_diff)
 
 
 def load_agreement(path: str | Path, train_fraction: float = 0.1, seed: int = 1234,
@@ -239,22 +266,33 @@ def load_agreement(path: str | Path, train_fraction: float = 0.1, seed: int = 12
     examples = []
     with path.open(encoding="utf-8", newline="") as handle:
         reader = csv.reader(handle, delimiter="\t")
-        header = next(reader, None)
-        if header is None:
-            raise DataError(path, "line 1", "expected a header row, the file is empty")
-        missing = [name for name in AGREEMENT_COLUMNS if name not in header]
-        if missing:
-            raise DataError(path, "line 1 (header)", f"missing column(s) {', '.join(missing)}")
-        for row in reader:
-            line = reader.line_num
-            if not row:
-                continue
-            if len(row) != len(header):
-                raise DataError(path, f"line {line}", f"expected {len(header)} tab-separated "
-                                                      f"fields (as the header), got {len(row)}")
-            examples.append(agreement_example(path, line, dict(zip(header, row))))
-            if limit is not None and len(examples) >= limit:
-                break
+        done = 0  # the last line of the last row read: a csv error is in the row after it
+        try:
+            header = next(reader, None)
+            if header is None:
+                raise DataError(path, "line 1", "expected a header row, the file is empty")
+            missing = [name for name in AGREEMENT_COLUMNS if name not in header]
+            if missing:
+                raise DataError(path, "line 1 (header)",
+                                f"missing column(s) {', '.join(missing)}")
+            done = reader.line_num
+            for row in reader:
+                line = done = reader.line_num
+                if not row:
+                    continue
+                if len(row) != len(header):
+                    raise DataError(path, f"line {line}", f"expected {len(header)} tab-separated "
+                                                          f"fields (as the header), got {len(row)}")
+                examples.append(agreement_example(path, line, dict(zip(header, row))))
+                if limit is not None and len(examples) >= limit:
+                    break
+        except UnicodeDecodeError:
+            # Decoded a block at a time, so the error knows no line: find it in the bytes.
+            where, got = _first_non_utf8(path)
+            raise DataError(path, where, f"expected UTF-8 text, got {got}") from None
+        except csv.Error as err:  # a NUL byte, a field over csv's size limit, ...
+            raise DataError(path, f"line {done + 1}", f"expected tab-separated text as "
+                                                       f"Python's csv writes it: {err}") from None
     if len(examples) < 2:
         raise DataError(path, None, f"expected at least 2 examples, got {len(examples)}")
     order = list(range(len(examples)))
@@ -262,6 +300,20 @@ def load_agreement(path: str | Path, train_fraction: float = 0.1, seed: int = 12
     n_train = min(max(1, round(train_fraction * len(examples))), len(examples) - 1)
     return AgreementData([examples[i] for i in order[:n_train]],
                          [examples[i] for i in order[n_train:]])
+
+
+def _first_non_utf8(path: Path) -> tuple[str, str]:
+    """Where the first byte that is not UTF-8 is (line, byte of the line), and what it is."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                got = f"the byte {raw[err.start]:#04x}"
+                if number == 1 and raw.startswith(b"\x1f\x8b"):
+                    got += " (gzip-compressed data: gunzip the file first)"
+                return f"line {number}, byte {err.start + 1}", got
+    return "end of file", "a truncated UTF-8 character"
 
 
 # --- SQuAD v2 ----------------------------------------------------------------------------
@@ -290,11 +342,12 @@ class SquadData:
 def load_squad(path: str | Path, limit: int | None = None) -> SquadData:
     """A SQuAD v2 JSON file (``train-v2.0.json``, ``dev-v2.0.json``), checked: its answerable
     questions. ``is_impossible`` may be absent (SQuAD v1.1 files): answerable. Every answer's
-    ``answer_start`` must point at its text in the context. ``limit``: keep the first
-    ``limit`` answerable questions (the file is still read whole)."""
+    ``answer_start`` must point at its text in the context, and question ids must be unique.
+    ``limit``: keep the first ``limit`` answerable questions (the file is still read whole)."""
     doc = _read_json(path)
     data = _field(path, "top level", doc, "data", list)
     examples, unanswerable = [], 0
+    seen: dict[str, str] = {}  # question id -> where it first was
     for a, article in enumerate(data):
         title = _field(path, f"data[{a}]", article, "title", str)
         for p, paragraph in enumerate(_field(path, f"data[{a}]", article, "paragraphs", list)):
@@ -303,6 +356,10 @@ def load_squad(path: str | Path, limit: int | None = None) -> SquadData:
             for q, qa in enumerate(_field(path, where, paragraph, "qas", list)):
                 qid = _field(path, f"{where}.qas[{q}]", qa, "id", str)
                 where_q = f"question {qid!r}"
+                if qid in seen:
+                    raise DataError(path, f"{where_q} at {where}.qas[{q}]",
+                                    f"expected a unique question id, also at {seen[qid]}")
+                seen[qid] = f"{where}.qas[{q}]"
                 question = _field(path, where_q, qa, "question", str)
                 impossible = qa.get("is_impossible", False) if isinstance(qa, dict) else False
                 if not isinstance(impossible, bool):
@@ -319,6 +376,10 @@ def load_squad(path: str | Path, limit: int | None = None) -> SquadData:
                 for k, answer in enumerate(answers):
                     text = _field(path, f"{where_q}, answer {k}", answer, "text", str)
                     start = _field(path, f"{where_q}, answer {k}", answer, "answer_start", int)
+                    if start < 0:  # would count from the end of the context
+                        raise DataError(path, f"{where_q}, answer {k}",
+                                        f"expected answer_start >= 0 (a character offset in the "
+                                        f"context), got {start}")
                     if context[start:start + len(text)] != text or not text:
                         raise DataError(path, f"{where_q}, answer {k}",
                                         f"expected answer_start {start} to point at the answer "
@@ -333,6 +394,13 @@ def load_squad(path: str | Path, limit: int | None = None) -> SquadData:
 
 
 # --- GloVe --------------------------------------------------------------------------------
+
+# The least share of the words asked for that must have a vector. A GloVe file of the right
+# kind covers far more of an English vocabulary (most of a byte-level BPE's tokens are words
+# or common word pieces); below 1% it is empty, cut short or not GloVe text for this
+# vocabulary, and training would go on from random embeddings. 1% and not more: the tests'
+# tiny files cover a few of a few hundred BPE tokens.
+MIN_GLOVE_COVERAGE = 0.01
 
 
 @dataclass(frozen=True)
@@ -350,9 +418,10 @@ class GloveVectors:
 def load_glove(path: str | Path, words: Sequence[str], dim: int = 300) -> GloveVectors:
     """GloVe text vectors (``glove.6B.300d.txt``, ``glove.840B.300d.txt``: ``word v1 ... vD``
     per line) for ``words``: an exact match first, else the lower-cased word (6B is lower
-    case). Every line is checked (``dim`` numbers after the word), also for words not asked
-    for. In 840B a few words contain spaces (". . ."): the last ``dim`` fields are the
-    vector, the rest is the word, unless the extra fields are numbers (a wrong width).
+    case). Every line is checked (``dim`` finite numbers after the word), also for words not
+    asked for. In 840B a few words contain spaces (". . ."): the last ``dim`` fields are the
+    vector, the rest is the word, unless the extra fields are numbers (a wrong width). Fewer
+    than :data:`MIN_GLOVE_COVERAGE` of ``words`` with a vector is an error.
     """
     path = Path(path)
     if not path.is_file():
@@ -366,9 +435,11 @@ def load_glove(path: str | Path, words: Sequence[str], dim: int = 300) -> GloveV
     lower_index: dict[str, list[int]] = {}
     for i, word in enumerate(words):
         lower_index.setdefault(word.lower(), []).append(i)
+    line_number = 0
     # A stray byte in a word (840B has a few) must not stop the load: such a word matches
-    # no vocabulary entry anyway, and the numbers are ASCII.
-    with path.open(encoding="utf-8", errors="replace") as handle:
+    # no vocabulary entry anyway, and the numbers are ASCII. errstate: a number beyond
+    # float32's range becomes inf quietly, and is refused below.
+    with path.open(encoding="utf-8", errors="replace") as handle, np.errstate(over="ignore"):
         for line_number, line in enumerate(handle, 1):
             parts = line.rstrip("\n").rstrip(" ").split(" ")
             if line_number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
@@ -380,19 +451,30 @@ def load_glove(path: str | Path, words: Sequence[str], dim: int = 300) -> GloveV
                                 f"expected a word and {dim} numbers, got {len(parts) - 1} "
                                 f"fields after {parts[0][:40]!r}")
             word = " ".join(word_parts)
-            if word not in wanted and word.lower() not in lower_index:
-                continue
             try:
                 vector = np.array([float(x) for x in parts[-dim:]], dtype=np.float32)
             except ValueError:
                 raise DataError(path, f"line {line_number}",
                                 f"expected {dim} numbers after {word[:40]!r}") from None
+            if not np.isfinite(vector).all():
+                bad = parts[-dim:][int(np.argmin(np.isfinite(vector)))]
+                raise DataError(path, f"line {line_number}",
+                                f"expected {dim} finite float32 numbers after {word[:40]!r}, "
+                                f"got {bad[:40]!r}")
+            if word not in wanted and word.lower() not in lower_index:
+                continue
             for i in wanted.get(word, []):
                 vectors[i], exact[i] = vector, True
             for i in lower_index.get(word, []) if word == word.lower() else []:
                 if not exact[i] and not lowered[i]:
                     vectors[i], lowered[i] = vector, True
-    return GloveVectors(vectors, exact | lowered, list(words))
+    found = exact | lowered
+    if found.sum() < MIN_GLOVE_COVERAGE * len(words):
+        raise DataError(path, None, f"expected vectors for at least {MIN_GLOVE_COVERAGE:.0%} "
+                                    f"(MIN_GLOVE_COVERAGE) of the {len(words)} words asked for, "
+                                    f"found {int(found.sum())} in {line_number} lines: is it "
+                                    f"GloVe text for this vocabulary, whole?")
+    return GloveVectors(vectors, found, list(words))
 
 
 def _is_number(text: str) -> bool:

@@ -55,12 +55,15 @@ SOURCES = {
 
 
 def missing_data(figure_id: str, inputs: Mapping[str, tuple[str | None, str]],
-                 example: str) -> bool:
-    """True - and what to get and the command to run printed - if an input is not given or
-    not there. ``inputs``: parameter name -> (its value, key of SOURCES); ``example``: the
-    papermill ``-p`` arguments of a full run."""
-    missing = [(name, value, source) for name, (value, source) in inputs.items()
-               if value is None or not Path(value).exists()]
+                 example: str, inside: Mapping[str, Sequence[str]] | None = None) -> bool:
+    """True - and what to get and the command to run printed - if an input is not given
+    (None). ``inputs``: parameter name -> (its value, key of SOURCES); ``example``: the
+    papermill ``-p`` arguments of a full run; ``inside``: per folder parameter, the files it
+    holds. A path that is given must be there (:func:`check_data_path`): a mistyped path is
+    an error, not "no data"."""
+    for name, (value, source) in inputs.items():
+        check_data_path(name, value, source, (inside or {}).get(name, ()))
+    missing = [(name, source) for name, (value, source) in inputs.items() if value is None]
     if not missing:
         return False
     # Short lines: the book shows this output as it is printed, on narrow screens too.
@@ -71,11 +74,10 @@ def missing_data(figure_id: str, inputs: Mapping[str, tuple[str | None, str]],
     lines = [wrapped(f"No data, so nothing is trained or drawn: {figure_id} needs data sets "
                      "that cannot be downloaded on the machines that build this book.")]
     named = set()
-    for name, value, source in missing:
-        state = "not given" if value is None else f"{value!r} does not exist"
+    for name, source in missing:
         where = "the same download as above" if source in named else SOURCES[source]
         named.add(source)
-        lines += [f"- {name} ({state}):", wrapped("  " + where, "  ")]
+        lines += [f"- {name} (not given):", wrapped("  " + where, "  ")]
     arguments = [f"{figure_id}-run.ipynb"] + ["-p " + a for a in example.split("-p ") if a]
     lines += [wrapped("Then run, from the repository root (a GPU is recommended: device "
                       "'auto' uses one when present):"),
@@ -83,6 +85,30 @@ def missing_data(figure_id: str, inputs: Mapping[str, tuple[str | None, str]],
               " \\\n".join("    " + a.strip() for a in arguments)]
     print("\n".join(lines))
     return True
+
+
+def check_data_path(name: str, value: str | None, source: str, files: Sequence[str] = ()
+                    ) -> None:
+    """A data path parameter, if given (None: not given, the no-data case), must be a file -
+    or, with ``files``, a folder holding them: else a ParameterError naming the parameter,
+    the path and what was expected."""
+    if value is None:
+        return
+    path = Path(value)
+    expected = (f"a folder with {' and '.join(files)}" if files else "a file") + \
+        f": {SOURCES[source]}"
+    if not path.exists():
+        problem = "does not exist"
+    elif files and not path.is_dir():
+        problem = "is not a folder"
+    elif not files and not path.is_file():
+        problem = "is not a file"
+    else:
+        absent = [f for f in files if not (path / f).is_file()]
+        if not absent:
+            return
+        problem = f"has no {', '.join(absent)}"
+    raise ParameterError(name, f"{value!r} {problem}; expected {expected}")
 
 
 def padded_batch(rows: Sequence[Sequence[int]], width: int, pad_id: int = 0, *,
