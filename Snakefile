@@ -6,6 +6,8 @@
 #
 # Each rule executes its notebook with papermill at the default (paper-scale) parameters
 # and stores it in place, stripped of timestamps: the stored outputs are the latest run.
+# QKOV_PIPELINE=1 makes the run write the figure's canonical artifacts/<id>/, which the book
+# shows (a run outside the pipeline writes a run folder of its own: qkov.artifacts).
 # A rule's inputs are its notebook, the files of other figures it reads, and the library
 # modules the notebook imports, directly or through other modules
 # (qkov_tools.imports.library_inputs): editing lib/qkov re-runs the figures that use what
@@ -17,6 +19,7 @@
 
 import sys
 
+from qkov.artifacts import PIPELINE_ENV
 from qkov.figures import specs
 from qkov_tools.imports import library_inputs
 
@@ -26,8 +29,8 @@ SPECS = [spec for spec in specs().values() if not spec.needs_dataset]
 # newer than it, so the next run sees nothing to do (touch -c: a file the run did not write
 # stays missing, and the rule fails). sys.executable: the jobs use the
 # environment Snakemake runs in, activated or not.
-RUN_NOTEBOOK = (f"({sys.executable} -m qkov_tools run {{input.notebook}} && touch -c {{output}})"
-                " > {log} 2>&1")
+RUN_NOTEBOOK = (f"({PIPELINE_ENV}=1 {sys.executable} -m qkov_tools run {{input.notebook}}"
+                " && touch -c {output}) > {log} 2>&1")
 
 
 rule all:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from qkov.artifacts import ARTIFACTS_ENV
+from qkov.artifacts import ARTIFACTS_ENV, PIPELINE_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -25,6 +25,9 @@ def pytest_configure(config):
         root = tempfile.mkdtemp(prefix="qkov-test-artifacts-")
         os.environ[ARTIFACTS_ENV] = root
         config._qkov_artifacts = root
+    # nbval re-executes the notebooks at their defaults as the pipeline does, into the
+    # canonical folders below $QKOV_ARTIFACTS, which the book tests then build from.
+    os.environ[PIPELINE_ENV] = "1"
 
 
 def pytest_unconfigure(config):
@@ -75,8 +78,8 @@ TIERS = ("unit", "notebook", "book", "browser", "cluster")
 
 def tier(item) -> str:
     path = Path(str(item.fspath))
-    if path.suffix == ".ipynb":
-        return "notebook"
+    if path.suffix == ".ipynb" or item.get_closest_marker("notebook"):
+        return "notebook"  # (marked by hand: a unit test too slow for `make check`)
     default = FILE_TIERS.get(path.name, "unit")
     return "notebook" if default == "unit" and "run_tool" in getattr(item, "fixturenames", ()) \
         else default

@@ -1,6 +1,8 @@
 """Artifact writing: atomic files, summary layout, rounded tables, figure formats."""
 
 import json
+import os
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pytest
@@ -27,26 +29,183 @@ def test_failed_write_keeps_the_old_file(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]
 
 
-def test_figure_dir_resolution(tmp_path, monkeypatch):
+def test_where_a_run_writes(tmp_path, monkeypatch):
+    """Its artifacts_dir if given; in the pipeline the canonical folder, and only at the
+    defaults; otherwise a run folder named by its parameters, never the canonical one."""
+    from qkov.figures import paper_fig4
+
     monkeypatch.setenv(artifacts.ARTIFACTS_ENV, str(tmp_path / "root"))
-    assert artifacts.figure_dir("paper-fig4") == tmp_path / "root" / "paper-fig4"
-    assert artifacts.figure_dir("paper-fig4", tmp_path / "x") == tmp_path / "x"
+    monkeypatch.delenv(artifacts.PIPELINE_ENV, raising=False)
+    default, custom = paper_fig4.Parameters(), paper_fig4.Parameters(ratios=[1])
+    assert artifacts.output_dir("paper-fig4", paper_fig4.Parameters(artifacts_dir="x")) == Path("x")
+    run = artifacts.output_dir("paper-fig4", custom)
+    assert run.parent == tmp_path / "root" / "runs" and run.name.startswith("paper-fig4-")
+    assert run != artifacts.output_dir("paper-fig4", default)
+    # The same values, however written, and where a run goes or how it shows: one folder.
+    assert run == artifacts.output_dir("paper-fig4", paper_fig4.Parameters(ratios=(1.0,),
+                                                                          allow_long=True))
+
+    monkeypatch.setenv(artifacts.PIPELINE_ENV, "1")
+    assert artifacts.output_dir("paper-fig4", default) == tmp_path / "root" / "paper-fig4"
+    with pytest.raises(ValueError, match="paper-fig4: the canonical folder .* sets ratios"):
+        artifacts.output_dir("paper-fig4", custom)
     monkeypatch.delenv(artifacts.ARTIFACTS_ENV)
     monkeypatch.setattr(artifacts, "repo_root", lambda: tmp_path / "repo")
-    assert artifacts.figure_dir("f") == tmp_path / "repo" / "artifacts" / "f"
-    assert (tmp_path / "repo" / "artifacts" / "f").is_dir()
+    assert artifacts.default_dir("f") == tmp_path / "repo" / "artifacts" / "f"
 
 
-def test_summary_has_the_documented_keys(tmp_path):
+@pytest.mark.notebook  # subprocesses or a real run: seconds
+def test_a_notebook_run_outside_the_pipeline_leaves_the_canonical_set_alone(tmp_path,
+                                                                            monkeypatch):
+    """The probe: `papermill notebooks/paper-fig4.ipynb o.ipynb -y "ratios: [1]"` without
+    artifacts_dir overwrote artifacts/paper-fig4/, which the book then showed as the figure.
+    In the pipeline, the same parameters are refused before any work."""
+    from qkov.figures import paper_fig4
+
+    monkeypatch.setenv(artifacts.ARTIFACTS_ENV, str(tmp_path))
+    monkeypatch.delenv(artifacts.PIPELINE_ENV, raising=False)
+    namespace = {**paper_fig4.Parameters.defaults(), "ratios": [1], "M": 10}
+    p = paper_fig4.Parameters.from_notebook(dict(namespace))
+    folder = plotting.publish(paper_fig4.SPEC, p, paper_fig4.threshold_rows(
+        paper_fig4.trajectories(p)), 0.0, {"figure": paper_fig4.plot(
+            paper_fig4.trajectories(p), p.thresholds)})
+    assert folder == artifacts.run_dir("paper-fig4", p)
+    assert sorted(f.name for f in folder.iterdir()) == sorted(paper_fig4.SPEC.files)
+    assert not (tmp_path / "paper-fig4").exists()
+    artifacts.verify_set(folder)
+
+    monkeypatch.setenv(artifacts.PIPELINE_ENV, "1")
+    with pytest.raises(ValueError, match="sets M, ratios"):
+        paper_fig4.Parameters.from_notebook(dict(namespace))
+
+
+def _figure_set(tag: str) -> dict:
+    files = {"figure.png": tag.encode() * 1000, "data.csv": f"x\n{tag}\n".encode()}
+    files["summary.json"] = artifacts.summary_bytes("fig", {"tag": tag}, [{"x": tag}], 0.0,
+                                                    dict(files))
+    return files
+
+
+def test_a_set_is_swapped_in_whole(tmp_path):
+    folder = tmp_path / "fig"
+    artifacts.write_set(folder, _figure_set("old"))
+    assert json.loads((folder / "summary.json").read_text())["parameters"] == {"tag": "old"}
+    artifacts.write_set(folder, _figure_set("new"))
+    assert artifacts.verify_set(folder)["parameters"] == {"tag": "new"}
+    assert (folder / "data.csv").read_text() == "x\nnew\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["fig"], "no temporary folder is left"
+    assert oct(folder.stat().st_mode & 0o777) != oct(0o700)
+
+    broken = _figure_set("broken")
+    broken["data.csv"] = object()  # a write that fails part-way through the set
+    with pytest.raises(TypeError):
+        artifacts.write_set(folder, broken)
+    assert artifacts.verify_set(folder)["parameters"] == {"tag": "new"}
+    assert [p.name for p in tmp_path.iterdir()] == ["fig"]
+
+
+_WRITER = """
+import sys
+from qkov import artifacts
+sys.path.insert(0, sys.argv[3])
+from test_artifacts import _figure_set
+sets = [_figure_set(f"{sys.argv[4]}{k}") for k in range(3)]
+for k in range(int(sys.argv[2])):
+    artifacts.write_set(sys.argv[1], sets[k % 3])
+"""
+
+
+def _read_in(folder_fd: int, name: str) -> bytes:
+    fd = os.open(name, os.O_RDONLY, dir_fd=folder_fd)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
+@pytest.mark.notebook  # subprocesses or a real run: seconds
+def test_two_runs_saving_into_one_folder_never_mix(tmp_path):
+    """The probe: two runs into one folder at once left png/pdf of one beside svg/csv/summary
+    of the other. Two writers race; whenever a reader opens the folder it holds one whole
+    set, and so does the folder they leave."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "fig"
+    artifacts.write_set(folder, _figure_set("start"))
+    here = str(Path(__file__).parent)
+    writers = [subprocess.Popen([sys.executable, "-c", _WRITER, str(folder), "200", here, tag])
+               for tag in ("a", "b")]
+    seen = set()
+    while any(w.poll() is None for w in writers):
+        folder_fd = os.open(folder, os.O_RDONLY)  # this folder, even if another takes its name
+        try:
+            summary = json.loads(_read_in(folder_fd, "summary.json"))
+            files = {name: _read_in(folder_fd, name) for name in summary["files"]}
+        except FileNotFoundError:
+            continue  # swapped out and removed while being read: not a mixed set
+        finally:
+            os.close(folder_fd)
+        assert {n: artifacts.digest(d) for n, d in files.items()} == summary["files"]
+        seen.add(summary["parameters"]["tag"])
+    assert [w.returncode for w in writers] == [0, 0]
+    assert len(seen) > 3, "the reader saw the writers' sets"
+    artifacts.verify_set(folder)
+    assert [p.name for p in tmp_path.iterdir()] == ["fig"]
+
+
+@pytest.mark.notebook  # subprocesses or a real run: seconds
+def test_a_run_killed_while_saving_leaves_a_whole_set(tmp_path):
+    """The probe: a kill during the save cell left files of two runs side by side."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    folder = tmp_path / "fig"
+    artifacts.write_set(folder, _figure_set("start"))
+    here = str(Path(__file__).parent)
+    for delay in (0.3, 0.35, 0.4, 0.45, 0.5, 0.6):
+        writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(folder), "100000", here,
+                                   "k"])
+        time.sleep(delay)
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+        artifacts.verify_set(folder)
+
+
+def test_a_folder_with_other_files_is_refused_and_kept(tmp_path):
+    (tmp_path / "thesis.tex").write_text("years of work")
+    with pytest.raises(ValueError, match=r"holds thesis.tex, which are not a figure's files"):
+        artifacts.write_set(tmp_path, _figure_set("x"))
+    assert (tmp_path / "thesis.tex").read_text() == "years of work"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["thesis.tex"]
+
+
+def test_verify_set_names_the_file_that_differs_or_is_missing(tmp_path):
+    artifacts.write_set(tmp_path / "fig", _figure_set("x"))
+    (tmp_path / "fig" / "data.csv").write_text("x\ny\n")
+    with pytest.raises(ValueError, match=r"fig/data.csv: differs from the digest"):
+        artifacts.verify_set(tmp_path / "fig")
+    (tmp_path / "fig" / "data.csv").unlink()
+    with pytest.raises(ValueError, match=r"fig/data.csv: missing"):
+        artifacts.verify_set(tmp_path / "fig")
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "summary.json").write_text('{"figure": "f"}')
+    with pytest.raises(ValueError, match="not a figure summary with the digests"):
+        artifacts.verify_set(tmp_path / "old")
+
+
+def test_summary_has_the_documented_keys():
     rows = [{"r": 1.0, "loss": 0.5, "alpha": float("nan")}]
-    path = artifacts.write_summary(tmp_path, "fig", {"ratios": [1.0]}, rows, wall_time_s=1.23456)
-    summary = json.loads(path.read_text())
-    assert list(summary) == ["figure", "parameters", "provenance", "rows"]
+    data = artifacts.table_bytes(rows)
+    summary = json.loads(artifacts.summary_bytes("fig", {"ratios": [1.0]}, rows, 1.23456,
+                                                 {"data.csv": data}))
+    assert list(summary) == ["figure", "parameters", "provenance", "rows", "files"]
     assert summary["rows"] == [{"r": 1.0, "loss": 0.5, "alpha": None}]
     assert summary["provenance"]["wall_time_s"] == 1.235
-    assert (tmp_path / "data.csv").read_text().splitlines()[0] == "r,loss,alpha"
+    assert summary["files"] == {"data.csv": artifacts.digest(data)}
+    assert data.decode().splitlines()[0] == "r,loss,alpha"
     with pytest.raises(ValueError, match="no rows"):
-        artifacts.write_table(tmp_path / "empty.csv", [])
+        artifacts.table_bytes([])
 
 
 def test_table_text_rounds_to_four_significant_digits():

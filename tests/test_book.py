@@ -526,3 +526,34 @@ def test_provenance_and_bibtex_say_when_the_code_was_not_the_commit():
     assert "commit aaaaaaaaaaaa with uncommitted changes (library); parameters other" in entry
     clean_entry = book.companion_bibtex(book.citation(REPO), figure, "page", "a" * 40, "")
     assert "commit aaaaaaaaaaaa;" in clean_entry or "commit aaaaaaaaaaaa}" in clean_entry
+
+
+def test_the_book_refuses_canonical_sets_that_are_not_whole_or_not_the_defaults(tmp_path,
+                                                                                monkeypatch):
+    """The book checks every canonical set before it builds: each file against the digest in
+    summary.json, and the parameters against the figure's defaults (a reader's run with other
+    parameters is not the figure), naming the file or the parameters."""
+    from qkov import artifacts, plotting
+    from qkov.figures import model_schematic, paper_fig4
+
+    monkeypatch.setenv(artifacts.ARTIFACTS_ENV, str(tmp_path))
+    monkeypatch.setenv(artifacts.PIPELINE_ENV, "1")
+    p = model_schematic.Parameters()
+    plotting.publish(model_schematic.SPEC, p, model_schematic.rows(), 0.0,
+                     {"figure": model_schematic.plot(model_schematic.rows())})
+    assert book.set_problems(REPO) == []
+    (tmp_path / "model-schematic" / "figure.svg").write_text("<svg/>")
+    [problem] = book.set_problems(REPO)
+    assert "model-schematic/figure.svg: differs from the digest" in problem
+
+    custom = paper_fig4.Parameters(ratios=[1])
+    files = {"data.csv": b"r\n1\n"}
+    files["summary.json"] = artifacts.summary_bytes("paper-fig4", custom, [{"r": 1}], 0.0,
+                                                    dict(files))
+    artifacts.write_set(tmp_path / "paper-fig4", files)
+    problems = book.set_problems(REPO)
+    assert any("paper-fig4: made with parameters other than the figure's defaults (ratios)"
+               in text for text in problems), problems
+    app = SimpleNamespace(srcdir=str(REPO))
+    with pytest.raises(Exception, match="these cannot be shown"):
+        book._verify_sets(app)

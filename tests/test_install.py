@@ -2,12 +2,22 @@
 environment: every module of the science package imports with only the declared runtime
 dependencies, and the tooling says which extra it needs instead of failing somewhere deep."""
 
+import json
+import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import REPO
 from qkov_tools.imports import library_modules
+
+PUBLISH = """
+from qkov import plotting
+from qkov.figures import model_schematic as m
+rows = m.rows()
+print(plotting.publish(m.SPEC, m.Parameters(), rows, 0.0, {"figure": m.plot(rows)}))
+"""
 
 CHECK = """
 import importlib, sys
@@ -44,3 +54,23 @@ def test_qkov_imports_with_only_its_runtime_dependencies(tmp_path):
     assert f"imported {len(science)}" in result.stdout
     assert "qkov_tools: qkov_tools needs the 'tools' extra" in result.stdout
     assert "missing: nbformat, nbstripout, papermill" in result.stdout
+
+    # The probe: run from inside another git repository, the installed copy recorded that
+    # repository's commit as the figure's provenance and wrote <cwd>/artifacts/<figure-id>.
+    other = tmp_path / "other-repo"
+    other.mkdir()
+    git = lambda *a: subprocess.run(["git", *a], cwd=other, check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "c")
+    commit = git("rev-parse", "HEAD").stdout.decode().strip()
+    env = {k: v for k, v in os.environ.items() if k not in ("QKOV_ARTIFACTS", "QKOV_PIPELINE")}
+    result = subprocess.run([python, "-c", PUBLISH], capture_output=True, text=True, cwd=other,
+                            env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    folder = Path(result.stdout.splitlines()[-1])
+    assert folder.parent == other / "artifacts" / "runs", folder
+    assert not (other / "artifacts" / "model-schematic").exists()
+    summary = (folder / "summary.json").read_text()
+    provenance = json.loads(summary)["provenance"]
+    assert provenance["commit"] is None and commit not in summary
+    assert provenance["library"].endswith("installed, not a checkout")

@@ -73,8 +73,8 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-from qkov.artifacts import default_dir
-from qkov.figures import specs
+from qkov.artifacts import INPUT_PATHS, OUTPUT_ONLY, default_dir, differing, verify_set
+from qkov.figures import module, specs
 from qkov.spec import DRAWING_FORMATS, Drawing, FigureSpec
 
 HERE = Path(__file__).resolve().parent  # book/_ext: this extension and its stylesheet
@@ -417,6 +417,40 @@ def _book_figures(env) -> dict[str, BookFigure]:
     return book_figures(Path(env.srcdir), toc_order(env.config))
 
 
+def set_problems(srcdir: Path) -> list[str]:
+    """What is wrong with the figures' canonical sets the book would show: a set that is not
+    whole (a file missing or differing from the digest its summary.json records) or whose
+    parameters are not the figure's defaults (input paths aside; such a run belongs in a run
+    folder). A figure that was not run is no problem here (its page says so)."""
+    problems = []
+    for spec in specs().values():
+        folder = default_dir(spec.id, srcdir)
+        if not folder.exists():
+            continue
+        try:
+            summary = verify_set(folder)
+        except ValueError as exc:
+            problems.append(str(exc))
+            continue
+        custom = differing(summary.get("parameters", {}), module(spec.id).Parameters.defaults(),
+                           (*OUTPUT_ONLY, *INPUT_PATHS))
+        if custom:
+            problems.append(f"{folder}: made with parameters other than the figure's defaults "
+                            f"({', '.join(custom)}), so it is not the figure; move it away and "
+                            "regenerate the figure (make figures)")
+    return problems
+
+
+def _verify_sets(app) -> None:
+    """Refuse to build from canonical sets that are not whole or not at the defaults."""
+    from sphinx.errors import ExtensionError
+
+    problems = set_problems(Path(app.srcdir))
+    if problems:
+        raise ExtensionError("the book shows the figures' canonical sets, and these cannot be "
+                             "shown:\n  " + "\n  ".join(problems))
+
+
 def read_summary(path: Path) -> dict:
     """A figure's summary.json; a clear error naming the file if it is not one."""
     try:
@@ -433,8 +467,8 @@ def papermill_command(figure: BookFigure, parameters: dict) -> str:
     the shown run): numbers and text as ``-p``, lists, booleans and None as one ``-y``."""
     plain, structured = [], {}
     for name, value in parameters.items():
-        if name == "artifacts_dir" and value is None:
-            continue  # the default folder, artifacts/<figure-id>/
+        if (name, value) in (("artifacts_dir", None), ("allow_long", False)):
+            continue  # the default folder; no long run to allow
         if isinstance(value, (int, float, str)) and not isinstance(value, bool):
             plain += ["-p", name, str(value)]
         else:
@@ -965,6 +999,7 @@ def setup(app):
     app.add_post_transform(GalleryCaptions)
     app.add_css_file(CSS_FILE)
     app.connect("config-inited", _use_local_mathjax, priority=900)
+    app.connect("builder-inited", _verify_sets)
     app.connect("doctree-resolved", _resolve_figure_links)
     app.connect("env-purge-doc", _purge_figures)
     app.connect("env-get-outdated", _gallery_outdated)

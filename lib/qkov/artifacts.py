@@ -1,22 +1,38 @@
-"""Where a figure's outputs go, and how they are written: atomically, with provenance.
+"""Where a figure's outputs go, and how they are written: as a whole set, with provenance.
 
-Every figure ``<figure-id>`` writes ``artifacts/<figure-id>/``: ``figure.{png,pdf,svg}``,
-``data.csv`` (the plotted numbers) and ``summary.json`` (``figure``, ``parameters``,
-``provenance``, ``rows``). Each file is written to a temporary name in the same folder and
-renamed into place, so an interrupted run never leaves a half-written file that a later step
-(Snakemake, the book, a reader) would trust.
+A figure's run writes one set of files: ``figure.{png,pdf,svg}``, ``data.csv`` (the plotted
+numbers) and ``summary.json`` (``figure``, ``parameters``, ``provenance``, ``rows`` and
+``files``: a SHA-256 digest of every other file of the set). The set is written into a
+temporary folder beside its target and swapped in whole (:func:`write_set`), so a run killed
+mid-save, or two runs saving into one folder at once, never leave files of two runs side by
+side; :func:`verify_set` checks a set against its digests (the book does before showing it).
+
+Where a set goes (:func:`output_dir`):
+- the run's ``artifacts_dir`` parameter, when given;
+- else, in the pipeline (``QKOV_PIPELINE=1``: ``snakemake``, through ``python -m qkov_tools
+  run --canonical``, and the test session), the figure's *canonical* folder
+  ``artifacts/<figure-id>/``, which the book shows - and only at the figure's default
+  parameters (:func:`check_canonical`);
+- else a run folder of its own, ``artifacts/runs/<figure-id>-<hash of its parameters>/``:
+  a reader's run with other parameters never overwrites the book's figure.
+``artifacts/`` is ``$QKOV_ARTIFACTS`` when set, else that of the checkout the library runs
+from, else (an installed copy, not a checkout) ``./artifacts`` of the current folder.
 """
 
 from __future__ import annotations
 
 import csv
+import errno
+import hashlib
 import io
 import json
 import math
 import os
 import platform
 import re
+import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,25 +51,69 @@ def repo_root() -> Path:
     return Path.cwd()
 
 
-def figure_dir(figure_id: str, artifacts_dir: str | os.PathLike | None = None) -> Path:
-    """The folder for ``figure_id``'s outputs, created if missing.
+PIPELINE_ENV = "QKOV_PIPELINE"  # "1": this run is the pipeline's, into the canonical folder
+RUNS = "runs"  # below artifacts/: the run folders of runs that are not the pipeline's
 
-    ``artifacts_dir`` wins when given (relative paths are relative to the current folder, as
-    for any command-line path); otherwise ``$QKOV_ARTIFACTS/<figure-id>`` if that variable is
-    set (the tests point it at a temporary folder), else ``<repo>/artifacts/<figure-id>`` -
-    the same place whether the notebook runs from the repo root or from ``notebooks/``.
-    """
-    path = Path(artifacts_dir) if artifacts_dir is not None else default_dir(figure_id)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+
+def artifacts_root(checkout: str | os.PathLike | None = None) -> Path:
+    """``$QKOV_ARTIFACTS`` if set (the tests point it at a temporary folder), else the
+    ``artifacts/`` of ``checkout`` (default: the checkout the library runs from, else the
+    current folder: see :func:`repo_root`)."""
+    root = os.environ.get(ARTIFACTS_ENV)
+    return Path(root) if root else Path(checkout or repo_root()) / "artifacts"
 
 
 def default_dir(figure_id: str, checkout: str | os.PathLike | None = None) -> Path:
-    """Where ``figure_id``'s outputs go by default (see :func:`figure_dir`); not created.
-    ``checkout``: the repository whose ``artifacts/`` is meant (default: :func:`repo_root`;
-    the book passes its source folder), unless ``$QKOV_ARTIFACTS`` is set."""
-    root = os.environ.get(ARTIFACTS_ENV)
-    return (Path(root) if root else Path(checkout or repo_root()) / "artifacts") / figure_id
+    """``figure_id``'s canonical folder, ``artifacts/<figure-id>`` (see
+    :func:`artifacts_root`), which the pipeline writes and the book shows; not created."""
+    return artifacts_root(checkout) / figure_id
+
+
+def pipeline_run() -> bool:
+    """Whether this process runs for the pipeline (``$QKOV_PIPELINE`` is "1")."""
+    return os.environ.get(PIPELINE_ENV) == "1"
+
+
+def parameters_hash(parameters: Any) -> str:
+    """12 hex digits naming a run's parameters (those that decide its results: not
+    OUTPUT_ONLY), the same for the same values however they were written."""
+    checked = ({name: getattr(parameters, name) for name in parameters.names()}
+               if hasattr(parameters, "names") else _given(parameters))  # [1] is [1.0]
+    text = json.dumps(_plain({k: v for k, v in checked.items() if k not in OUTPUT_ONLY}),
+                      sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def run_dir(figure_id: str, parameters: Any) -> Path:
+    """The run folder of a run that is not the pipeline's: ``artifacts/runs/<id>-<hash>``."""
+    return artifacts_root() / RUNS / f"{figure_id}-{parameters_hash(parameters)}"
+
+
+def check_canonical(figure_id: str, parameters: Any) -> None:
+    """A ValueError naming the parameters, unless they are the figure's defaults (apart from
+    OUTPUT_ONLY and INPUT_PATHS): only those results may be the canonical set the book shows
+    as the figure."""
+    if not hasattr(parameters, "defaults"):
+        return  # a plain mapping: no defaults to hold it to
+    custom = differing(parameters.given, parameters.defaults(), (*OUTPUT_ONLY, *INPUT_PATHS))
+    if custom:
+        raise ValueError(
+            f"{figure_id}: the canonical folder {default_dir(figure_id)} holds the figure at "
+            f"its default parameters, and this run sets {', '.join(custom)}; give the run an "
+            "artifacts_dir, or run it outside the pipeline (it then writes a run folder "
+            f"below {artifacts_root() / RUNS})")
+
+
+def output_dir(figure_id: str, parameters: Any) -> Path:
+    """Where a run of ``figure_id`` with ``parameters`` (its ``artifacts_dir`` among them)
+    writes its set: see the module's docstring. Not created."""
+    given = getattr(parameters, "artifacts_dir", None)
+    if given is not None:
+        return Path(given)  # relative to the current folder, as any command-line path
+    if pipeline_run():
+        check_canonical(figure_id, parameters)
+        return default_dir(figure_id)
+    return run_dir(figure_id, parameters)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -68,6 +128,116 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+DIGESTS = "files"  # the key of summary.json that holds the set's digests
+# Besides the set's files, a folder a set replaces may hold a previous set's files (drawings,
+# tables), our own temporaries, and a sweep's executed notebook; anything else is refused,
+# so that a mistyped artifacts_dir (".", a home folder) never loses a file.
+REPLACEABLE = re.compile(r"(figure(-[\w.-]+)?\.(png|pdf|svg)|[\w.-]+\.csv|summary\.json"
+                         r"|notebook\.ipynb|\..+\.tmp)")
+
+
+def digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def check_replaceable(folder: Path) -> None:
+    """A ValueError naming the entries of ``folder`` that a set would replace but are not a
+    figure's files (nothing when it does not exist)."""
+    folder = Path(folder)
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        raise ValueError(f"output folder {folder}: exists and is not a folder")
+    foreign = sorted(e.name for e in folder.iterdir()
+                     if not (e.is_file() and REPLACEABLE.fullmatch(e.name)))
+    if foreign:
+        raise ValueError(f"output folder {folder}: holds {', '.join(foreign[:5])}"
+                         f"{', ...' if len(foreign) > 5 else ''}, which are not a figure's "
+                         "files; a run replaces its whole folder: give it one of its own")
+
+
+def write_set(folder: Path, files: Mapping[str, bytes]) -> None:
+    """Make ``folder`` hold exactly ``files`` (name -> bytes), as a whole: they are written
+    into a temporary folder beside it, which then takes its place in one rename (where
+    Linux's renameat2 can exchange the two; elsewhere the old folder is first moved aside).
+    A run killed before the rename leaves the old set; readers never see a mix of two."""
+    folder = Path(folder)
+    check_replaceable(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".new", dir=folder.parent))
+    try:
+        for name, data in files.items():
+            (staging / name).write_bytes(data)
+            os.chmod(staging / name, 0o666 & ~_UMASK)
+        os.chmod(staging, 0o777 & ~_UMASK)  # mkdtemp makes 0700
+        _swap_in(staging, folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # now the old set, or nothing
+
+
+def _swap_in(staging: Path, folder: Path) -> None:
+    """Put ``staging`` at ``folder``; what was at ``folder`` ends at ``staging`` (or gone)."""
+    for _ in range(100):  # another run may swap in between: try again
+        try:
+            os.rename(staging, folder)  # no folder there, or an empty one
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        if _exchange(staging, folder):
+            return
+        aside = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".old", dir=folder.parent))
+        try:
+            os.rename(folder, aside / "set")
+        except FileNotFoundError:
+            pass
+        finally:
+            shutil.rmtree(aside, ignore_errors=True)
+    raise OSError(f"could not swap {staging} into {folder}: other runs kept writing it")
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if not hasattr(libc, "renameat2"):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if libc.renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOENT):
+        return False  # no support here (or the folder just went): fall back
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def verify_set(folder: Path) -> dict:
+    """``folder``'s summary.json, once every file it lists is there with the digest it
+    records; a ValueError naming the folder and the first file that is missing or differs
+    (or a summary without digests: written before they were, so regenerate it)."""
+    folder = Path(folder)
+    path = folder / "summary.json"
+    try:
+        summary = json.loads(path.read_text())
+        recorded = summary[DIGESTS]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: missing, or not a figure summary with the digests of its "
+                         f"set ({exc!r}); regenerate the figure") from exc
+    for name, expected in recorded.items():
+        try:
+            actual = digest((folder / name).read_bytes())
+        except OSError:
+            actual = "missing"
+        if actual != expected:
+            raise ValueError(f"{folder / name}: {actual if actual == 'missing' else 'differs from'}"
+                             f" the digest in {path} ({expected[:19]}...); the set is not whole:"
+                             " regenerate the figure")
+    return summary
 
 
 def _git(*args: str, cwd: Path | None = None) -> str | None:
@@ -95,7 +265,32 @@ def git_commit(root: Path | None = None) -> str | None:
 
 LIBRARY_INPUTS = ("lib", "pyproject.toml")  # what every figure's code is made of
 # Parameters that change where results go or how a run is shown, not the results.
-OUTPUT_ONLY = ("artifacts_dir", "progress", "workers")
+OUTPUT_ONLY = ("artifacts_dir", "progress", "workers", "allow_long")
+# Parameters that say where a run reads its inputs (a dataset, another figure's summary):
+# they differ from machine to machine, so a canonical set may set them.
+INPUT_PATHS = ("fig2_summary", "hatexplain_dir", "agreement_tsv", "squad_train", "squad_dev",
+               "glove_path")
+
+
+def _given(parameters: Any) -> dict[str, Any]:
+    """A run's parameters as given: a FigureParameters' ``given``, or a plain mapping."""
+    return dict(parameters.given if hasattr(parameters, "given") else parameters or {})
+
+
+def differing(given: Mapping[str, Any], defaults: Mapping[str, Any],
+              ignore: Sequence[str] = OUTPUT_ONLY) -> list[str]:
+    """The names whose values in ``given`` and ``defaults`` differ (one missing counts),
+    ``ignore`` aside."""
+    return sorted(k for k in {*given, *defaults}
+                  if k not in ignore and _plain(given.get(k)) != _plain(defaults.get(k)))
+
+
+def custom_parameters(parameters: Any) -> list[str] | None:
+    """The names of the parameters other than the figure's defaults, OUTPUT_ONLY aside;
+    None when ``parameters`` is not a FigureParameters (its defaults are unknown)."""
+    if not (hasattr(parameters, "given") and hasattr(parameters, "defaults")):
+        return None
+    return differing(parameters.given, parameters.defaults())
 
 
 def _code_cells(notebook_json: str) -> list[str]:
@@ -113,11 +308,7 @@ def input_changes(figure_id: str, parameters: Any, root: Path | None) -> dict[st
     :class:`~qkov.params.FigureParameters`: which differ from the notebook's defaults,
     OUTPUT_ONLY aside). ``root``: the git checkout that runs (with a commit), or None; then
     the code's changes cannot be told and are ``None``."""
-    custom = None
-    if hasattr(parameters, "given") and hasattr(parameters, "defaults"):
-        defaults = parameters.defaults()
-        custom = sorted(k for k, v in parameters.given.items()
-                        if k not in OUTPUT_ONLY and _plain(v) != _plain(defaults.get(k)))
+    custom = custom_parameters(parameters)
     if root is None:
         return {"library_changed": None, "notebook_changed": None, "custom_parameters": custom}
     library = _git("status", "--porcelain", "--untracked-files=all", "--", *LIBRARY_INPUTS)
@@ -177,6 +368,9 @@ def provenance(wall_time_s: float, figure_id: str | None = None, parameters: Any
                if figure_id else {})
     code = [changes.get("library_changed"), changes.get("notebook_changed")]
     return {
+        "library": ("a git checkout" if commit else
+                    f"qkov {__version__} installed, not a checkout" if checkout is None else
+                    "a checkout outside git"),
         "commit": commit,
         "uncommitted_changes": any(code) if any(c is not None for c in code) else None,
         **changes,
@@ -212,43 +406,41 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def write_table(path: Path, rows: Sequence[Mapping[str, Any]],
-                columns: Sequence[str] | None = None) -> None:
-    """Write ``rows`` (flat records with the same keys) as CSV, atomically. ``columns``: the
-    header, needed only where there may be no rows (then the file holds just the header)."""
+def table_bytes(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None,
+                name: str = "table") -> bytes:
+    """``rows`` (flat records with the same keys) as CSV. ``columns``: the header, needed
+    only where there may be no rows (then the table is just the header)."""
     if not rows and columns is None:
-        raise ValueError(f"no rows to write to {path}")
+        raise ValueError(f"no rows to write to {name}")
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(columns or rows[0]), lineterminator="\n")
     writer.writeheader()
     for row in rows:
         writer.writerow({k: repr(v) if isinstance(v, float) else v for k, v in _plain(row).items()})
-    write_atomic(path, buffer.getvalue().encode())
+    return buffer.getvalue().encode()
 
 
-def write_summary(
-    folder: Path,
-    figure_id: str,
-    parameters: Any,
-    rows: Sequence[Mapping[str, Any]],
-    wall_time_s: float,
-    dtype: str | None = None,
-    **provenance_extra: Any,
-) -> Path:
-    """Write ``summary.json`` and ``data.csv`` (the same rows) into ``folder``.
-    ``parameters``: the figure's :class:`~qkov.params.FigureParameters` (or a plain mapping);
-    ``dtype``: the floating-point type the figure computed in."""
-    given = parameters.given if hasattr(parameters, "given") else parameters
+def write_table(path: Path, rows: Sequence[Mapping[str, Any]],
+                columns: Sequence[str] | None = None) -> None:
+    """Write ``rows`` as CSV (:func:`table_bytes`) to ``path``, atomically."""
+    write_atomic(path, table_bytes(rows, columns, str(path)))
+
+
+def summary_bytes(figure_id: str, parameters: Any, rows: Sequence[Mapping[str, Any]],
+                  wall_time_s: float, files: Mapping[str, bytes], dtype: str | None = None,
+                  **provenance_extra: Any) -> bytes:
+    """``summary.json`` of a set: ``parameters`` (the figure's
+    :class:`~qkov.params.FigureParameters`, or a plain mapping) as given, the provenance,
+    the ``rows`` and the digest of each of the set's other ``files``; ``dtype``: the
+    floating-point type the figure computed in."""
     summary = {
         "figure": figure_id,
-        "parameters": _plain(given),
+        "parameters": _plain(_given(parameters)),
         "provenance": provenance(wall_time_s, figure_id, parameters, dtype, **provenance_extra),
         "rows": _plain(list(rows)),
+        DIGESTS: {name: digest(data) for name, data in files.items()},
     }
-    write_table(folder / "data.csv", rows)
-    path = folder / "summary.json"
-    write_atomic(path, (json.dumps(summary, indent=2) + "\n").encode())
-    return path
+    return (json.dumps(summary, indent=2) + "\n").encode()
 
 
 def table_text(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], digits: int = 4) -> str:

@@ -15,7 +15,7 @@ import matplotlib as mpl
 import numpy as np
 from matplotlib.figure import Figure
 
-from .artifacts import figure_dir, write_atomic, write_summary, write_table
+from .artifacts import default_dir, output_dir, summary_bytes, table_bytes, write_atomic, write_set
 from .spec import DRAWING_FORMATS, FigureSpec
 
 HOUSE_STYLE = {
@@ -239,17 +239,19 @@ def save_figure(fig, folder: Path, stem: str = "figure") -> list[Path]:
 
 def publish(spec: FigureSpec, parameters: Any, rows: Sequence[Mapping[str, Any]],
             started: float, drawings: Mapping[str, Figure],
-            tables: Mapping[str, Any] | None = None) -> None:
-    """The save cell of every figure notebook, into ``artifacts/<id>/`` (or the run's
-    ``artifacts_dir`` parameter): each drawing as ``<stem>.png``, ``.pdf`` and ``.svg``, each
-    table as CSV (``tables[name]`` its rows, or (rows, columns) where it may have none), then
-    the rows as ``data.csv`` and ``summary.json`` with the parameters (the figure's
-    ``Parameters``: the summary notes which differ from the defaults) and the provenance
-    (the wall time counted from ``started``, a ``time.perf_counter()``; the floating-point
-    type, from the spec). The drawings and tables must be those the figure's ``spec``
-    declares (the pipeline expects exactly those files), each with alt text in the spec and
-    text legible at the book's width (:func:`check_text_size`); anything else fails before a
-    file is written. Prints what it wrote."""
+            tables: Mapping[str, Any] | None = None) -> Path:
+    """The save cell of every figure notebook: the figure's set of files, written as a whole
+    into its folder (:func:`qkov.artifacts.output_dir`: the run's ``artifacts_dir``, the
+    canonical ``artifacts/<id>/`` in the pipeline, else a run folder of its own): each drawing
+    as ``<stem>.png``, ``.pdf`` and ``.svg``, each table as CSV (``tables[name]`` its rows,
+    or (rows, columns) where it may have none), then the rows as ``data.csv`` and
+    ``summary.json`` with the parameters (the figure's ``Parameters``: the summary notes
+    which differ from the defaults), the provenance (the wall time counted from ``started``,
+    a ``time.perf_counter()``; the floating-point type, from the spec) and every other file's
+    digest. The drawings and tables must be those the figure's ``spec`` declares (the
+    pipeline expects exactly those files), each with alt text in the spec and text legible at
+    the book's width (:func:`check_text_size`); anything else fails before a file is written.
+    Prints what it wrote (and where, unless into the canonical folder); returns the folder."""
     expected = {"drawings": sorted(d.stem for d in spec.drawings), "tables": sorted(spec.tables)}
     given = {"drawings": sorted(drawings), "tables": sorted(tables or {})}
     for kind in expected:
@@ -260,20 +262,22 @@ def publish(spec: FigureSpec, parameters: Any, rows: Sequence[Mapping[str, Any]]
         if not isinstance(drawing.alt, str) or not drawing.alt.strip():
             raise ValueError(f"publish({spec.id!r}): drawing {drawing.stem!r}: its SPEC gives "
                              "no alt text (a sentence saying what the figure shows)")
-    # Every drawing is rendered and checked before the first file is written.
-    rendered = {stem: drawing_files(fig, f"{spec.id}/{stem}") for stem, fig in drawings.items()}
-    dtype = spec.dtype_of(parameters)
-    folder = figure_dir(spec.id, parameters.artifacts_dir)
-    written = [path for stem, files in rendered.items()
-               for path in _write_drawing(files, folder, stem)]
+    folder = output_dir(spec.id, parameters)
+    # Every drawing is rendered and checked before anything is written.
+    files = {f"{stem}.{fmt}": data for stem, fig in drawings.items()
+             for fmt, data in drawing_files(fig, f"{spec.id}/{stem}").items()}
     for name, table in (tables or {}).items():
         table_rows, columns = table if isinstance(table, tuple) else (table, None)
-        write_table(folder / name, table_rows, columns)
-        written.append(folder / name)
-    summary = write_summary(folder, spec.id, parameters, rows,
-                            wall_time_s=time.perf_counter() - started, dtype=dtype)
-    written += [folder / "data.csv", summary]
-    print("wrote", ", ".join(path.name for path in written))
+        files[name] = table_bytes(table_rows, columns, f"{spec.id}/{name}")
+    files["data.csv"] = table_bytes(rows, None, f"{spec.id}/data.csv")
+    files["summary.json"] = summary_bytes(spec.id, parameters, rows,
+                                          time.perf_counter() - started, dict(files),
+                                          dtype=spec.dtype_of(parameters))
+    files = {name: files[name] for name in spec.files}  # the spec's order
+    write_set(folder, files)
+    where = "" if folder == default_dir(spec.id) else f" into {folder}"
+    print("wrote", ", ".join(files) + where)
+    return folder
 
 
 def ratio_colors(ratios: Sequence[float]) -> list:
