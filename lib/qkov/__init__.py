@@ -7,24 +7,26 @@ Modules by layer, lowest first (a module imports only from layers below its own;
 ``tests/test_project.py`` checks it, and that this list names every module):
 
 1. ``circuits`` (the four parameterizations, which parameters are QK or OV), ``seeding``
-   (every random generator), ``params`` (notebook parameters: checks, typed figure
-   parameters), ``processes`` (runs spread over worker processes), ``artifacts`` (output
-   folders, provenance, atomic writes), ``spec`` (a figure's specification), ``stats``
-   (intervals over seeds and their formatting);
-2. ``theory``, ``theory.reduced`` (the reduced dynamics, closed forms), ``synthetic``,
+   (every random generator), ``processes`` (runs spread over worker processes that end
+   with their parent), ``artifacts`` (output folders, provenance, sets of files written
+   whole), ``spec`` (a figure's specification), ``stats`` (intervals over seeds and their
+   formatting);
+2. ``params`` (notebook parameters: checks, typed figure parameters, a run's cost and
+   where it writes, before any work);
+3. ``theory``, ``theory.reduced`` (the reduced dynamics, closed forms), ``synthetic``,
    ``synthetic.tasks`` (the synthetic task's data), ``plotting`` (house style, drawing,
    publishing a figure's files), ``language``, ``language.batches`` and
    ``language.tokenizers`` (token batches; tokenizers trained offline);
-3. ``theory.stylized`` (full matrices whose gradient flow is the reduced dynamics),
+4. ``theory.stylized`` (full matrices whose gradient flow is the reduced dynamics),
    ``synthetic.models`` (the task's one-layer attention models and their ensembles),
    ``language.models`` (the decoder), ``language.metrics`` (attention rollout, ERASER),
    ``language.agreement`` (the synthetic agreement task), ``language.data`` (the real
    datasets' loaders);
-4. ``synthetic.train`` (training many models as one batched computation),
+5. ``synthetic.train`` (training many models as one batched computation),
    ``synthetic.metrics`` (measuring them), ``synthetic.trajectories`` (the runs one figure
    writes and another reads), ``language.train``;
-5. ``language.pipelines`` (the real-data figures' shared steps);
-6. ``figures`` and ``figures.<module>``: one module per figure of the book, each with its
+6. ``language.pipelines`` (the real-data figures' shared steps);
+7. ``figures`` and ``figures.<module>``: one module per figure of the book, each with its
    ``SPEC`` (``figures.paper_fig2``, ...).
 """
 

@@ -9,11 +9,15 @@ naming the parameter and what is allowed.
 
 from __future__ import annotations
 
+import json
 import math
+import re
+import sys
 import types
 from collections.abc import Callable, Iterable
 from dataclasses import MISSING, dataclass, field, fields
 from numbers import Integral, Real
+from pathlib import Path
 from typing import Any
 
 
@@ -61,13 +65,28 @@ def collect(namespace: dict[str, Any], allowed: Iterable[str]) -> dict[str, Any]
     return {name: namespace[name] for name in allowed}
 
 
-def integer(name: str, value: Any, minimum: int | None = None) -> int:
-    """An integer (not a bool, not a float such as 5.0) at least ``minimum``."""
+def integer(name: str, value: Any, minimum: int | None = None,
+            maximum: int | None = None) -> int:
+    """An integer (not a bool, not a float such as 5.0) in [``minimum``, ``maximum``]."""
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise ParameterError(name, f"expected an integer, got {value!r}")
     if minimum is not None and value < minimum:
         raise ParameterError(name, f"expected an integer >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ParameterError(name, f"expected an integer <= {maximum}, got {value!r}")
     return int(value)
+
+
+# A number written as YAML 1.2 writes it. PyYAML (papermill's -y, qkov_tools run -y) follows
+# YAML 1.1, which reads "1e-3" (no dot) as a string; every parameter reads it as the number.
+_YAML_NUMBER = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+
+
+def yaml_number(value: Any) -> Any:
+    """``value``, or the float a string such as "1e-3" writes (YAML 1.2's reading)."""
+    if isinstance(value, str) and _YAML_NUMBER.fullmatch(value.strip()):
+        return float(value)
+    return value
 
 
 def number(
@@ -77,14 +96,19 @@ def number(
     above: float | None = None,
     below: float | None = None,
     at_least: float | None = None,
+    at_most: float | None = None,
 ) -> float:
-    """A finite real number strictly inside (``above``, ``below``) and ``>= at_least``
-    where those are given."""
+    """A finite real number strictly inside (``above``, ``below``) and within
+    [``at_least``, ``at_most``] where those are given. A string that YAML 1.2 reads as a
+    number ("1e-3") is that number."""
+    value = yaml_number(value)
     if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
         raise ParameterError(name, f"expected a finite number, got {value!r}")
     value = float(value)
     if at_least is not None and not value >= at_least:
         raise ParameterError(name, f"expected a number >= {at_least:g}, got {value:g}")
+    if at_most is not None and not value <= at_most:
+        raise ParameterError(name, f"expected a number <= {at_most:g}, got {value:g}")
     if above is not None and not value > above:
         raise ParameterError(name, f"expected a number > {above:g}, got {value:g}")
     if below is not None and not value < below:
@@ -98,6 +122,8 @@ def number_list(
     *,
     above: float | None = None,
     below: float | None = None,
+    at_most: float | None = None,
+    max_items: int | None = None,
 ) -> list[float]:
     """A non-empty list of numbers, each checked as by :func:`number`.
 
@@ -112,10 +138,12 @@ def number_list(
         )
     if not isinstance(value, (list, tuple)) or not value:
         raise ParameterError(name, f"expected a non-empty list of numbers, got {value!r}")
+    if max_items is not None and len(value) > max_items:
+        raise ParameterError(name, f"expected at most {max_items} items, got {len(value)}")
     checked = []
     for i, item in enumerate(value):
         try:
-            checked.append(number(name, item, above=above, below=below))
+            checked.append(number(name, item, above=above, below=below, at_most=at_most))
         except ParameterError as err:
             raise ParameterError(name, f"item {i}: {str(err).split(': ', 1)[1]}") from None
     return checked
@@ -158,6 +186,44 @@ def parameter(default: Any, check: Callable[..., Any], **limits: Any) -> Any:
     return field(default=default, metadata={"check": checked})
 
 
+# --- what a run costs, told and bounded before it starts ------------------------------------
+
+# A run estimated to take longer than this (on the machine of the timing record) is refused
+# unless the notebook is given allow_long=True: a typo such as -p epochs 50000 should not
+# hold a laptop for a day. Paper scale is at most a few minutes per figure.
+CEILING_MINUTES = 60.0
+# Without a timing record (an install that is not a checkout), the ceiling is this many times
+# the figure's default (paper-scale) work.
+CEILING_TIMES_DEFAULT = 10.0
+TIMING_RECORD = Path("benchmarks") / "results" / "figures-run.json"  # below the checkout
+
+
+@dataclass(frozen=True)
+class Work:
+    """The computing a run asks for, counted from its parameters before any is done:
+    ``amount`` of ``unit`` (e.g. model-steps: one optimizer step of one model)."""
+
+    amount: float
+    unit: str
+
+
+def recorded_seconds(figure_id: str) -> tuple[float, str] | None:
+    """The wall time of ``figure_id``'s default run in the last recorded ``make figures``
+    (``benchmarks/results/figures-run.json`` of the checkout) and that record's machine;
+    None without one."""
+    from .artifacts import running_checkout
+
+    checkout = running_checkout()
+    try:
+        record = json.loads((checkout / TIMING_RECORD).read_text()) if checkout else None
+        return float(record["figures"][figure_id]["wall_time_s"]), record["machine"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+_COMMON = ("allow_long",)  # the fields of FigureParameters itself
+
+
 @dataclass(frozen=True)
 class FigureParameters:
     """Base of every figure's parameters: a frozen dataclass whose fields are the parameters
@@ -166,9 +232,15 @@ class FigureParameters:
     message naming it. A notebook makes it with :meth:`from_notebook`; code and tests call
     the class with keyword arguments (an unknown name is a TypeError naming it).
 
+    A figure that computes for long declares :meth:`work`; a run is then estimated against
+    the default run's recorded time and refused above ``CEILING_MINUTES`` unless
+    ``allow_long`` (:meth:`cost`).
+
     ``given`` keeps the values as they were passed (for summary.json); the fields hold them
     checked and converted (e.g. a list of numbers as floats).
     """
+
+    allow_long: bool = parameter(False, boolean)  # run even above the cost ceiling
 
     def __post_init__(self):
         object.__setattr__(self, "_given", {name: getattr(self, name) for name in self.names()})
@@ -176,13 +248,49 @@ class FigureParameters:
             if f.init and "check" in f.metadata:
                 object.__setattr__(self, f.name, f.metadata["check"](f.name, getattr(self, f.name)))
         self.check()
+        object.__setattr__(self, "_cost", self._estimate())
+        if self._cost is not None and self._cost["over"] and not self.allow_long:
+            raise ParameterError("allow_long", f"{self._cost['text']}; that is above the "
+                                 f"ceiling of {self._cost['ceiling']}: check the parameters, "
+                                 "or pass -p allow_long True to run it anyway")
 
     def check(self) -> None:
         """Relations between fields, and derived values (set with ``object.__setattr__``)."""
 
+    def work(self) -> Work | None:
+        """The computing this run asks for, or None where it is too little to matter."""
+        return None
+
+    def _estimate(self) -> dict[str, Any] | None:
+        work = self.work()
+        if work is None:
+            return None
+        defaults = self.defaults()
+        is_default = all(self.given[k] == defaults[k] for k in defaults if k != "allow_long")
+        default_work = work if is_default else type(self)(**defaults).work()
+        times = work.amount / default_work.amount
+        text = f"work: {work.amount:,.0f} {work.unit} ({times:.3g} x the default run)"
+        figure = self.spec()
+        recorded = recorded_seconds(figure.id) if figure is not None else None
+        if recorded is None:
+            return {"text": text + "; no timing record here to estimate minutes from",
+                    "over": times > CEILING_TIMES_DEFAULT,
+                    "ceiling": f"{CEILING_TIMES_DEFAULT:g} x the default run"}
+        minutes = times * recorded[0] / 60
+        return {"text": text + f"; estimated {minutes:.2g} min at the recorded rate "
+                               f"({TIMING_RECORD})",
+                "over": minutes > CEILING_MINUTES, "ceiling": f"{CEILING_MINUTES:g} min"}
+
+    def cost(self) -> str | None:
+        """The run's work and estimated minutes, as the notebook prints them first."""
+        return None if self._cost is None else self._cost["text"]
+
     @classmethod
     def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls) if f.init)
+        """The parameters in the notebook's order: the figure's own, then those every figure
+        has (``allow_long``), which its parameters cell lists last."""
+        own = [f.name for f in fields(cls) if f.init]
+        return tuple(sorted(own, key=lambda name: name in _COMMON))
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:
@@ -191,8 +299,25 @@ class FigureParameters:
 
     @classmethod
     def from_notebook(cls, namespace: dict[str, Any]):
-        """The parameters from a notebook's ``globals()`` (see :func:`collect`), checked."""
-        return cls(**collect(namespace, cls.names()))
+        """The parameters from a notebook's ``globals()`` (see :func:`collect`), checked,
+        and where the run will write (:func:`qkov.artifacts.output_dir`: refused before any
+        work if it is the canonical folder and the parameters are not the defaults, or a
+        folder that holds other files); prints the run's cost first where the figure counts
+        it."""
+        p = cls(**collect(namespace, cls.names()))
+        spec = cls.spec()
+        if spec is not None and "artifacts_dir" in cls.names():
+            from .artifacts import check_replaceable, output_dir
+
+            check_replaceable(output_dir(spec.id, p))
+        if p.cost() is not None:
+            print(p.cost())
+        return p
+
+    @classmethod
+    def spec(cls):
+        """The ``SPEC`` of the figure module that defines these parameters, or None."""
+        return getattr(sys.modules[cls.__module__], "SPEC", None)
 
     @property
     def given(self) -> dict[str, Any]:
