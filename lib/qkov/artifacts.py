@@ -166,7 +166,9 @@ def write_set(folder: Path, files: Mapping[str, bytes]) -> None:
     folder = Path(folder)
     check_replaceable(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".new", dir=folder.parent))
+    _remove_abandoned(folder)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{os.getpid()}.", suffix=".new",
+                                    dir=folder.parent))
     try:
         for name, data in files.items():
             (staging / name).write_bytes(data)
@@ -188,7 +190,8 @@ def _swap_in(staging: Path, folder: Path) -> None:
                 raise
         if _exchange(staging, folder):
             return
-        aside = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".old", dir=folder.parent))
+        aside = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{os.getpid()}.", suffix=".old",
+                                      dir=folder.parent))
         try:
             os.rename(folder, aside / "set")
         except FileNotFoundError:
@@ -196,6 +199,26 @@ def _swap_in(staging: Path, folder: Path) -> None:
         finally:
             shutil.rmtree(aside, ignore_errors=True)
     raise OSError(f"could not swap {staging} into {folder}: other runs kept writing it")
+
+
+def _remove_abandoned(folder: Path) -> None:
+    """Remove the temporary folders beside ``folder`` of runs killed while saving (named
+    ``.<name>.<pid>.*.new`` or ``.old``, by a process that no longer exists)."""
+    pattern = re.compile(rf"\.{re.escape(folder.name)}\.(\d+)\..+\.(new|old)")
+    for entry in folder.parent.iterdir():
+        match = pattern.fullmatch(entry.name)
+        if match and entry.is_dir() and not _alive(int(match.group(1))):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 def _exchange(a: Path, b: Path) -> bool:
