@@ -14,13 +14,16 @@ NOTEBOOK = REPO / "notebooks" / "paper-fig4.ipynb"
 def test_runs_from_root_and_notebooks_and_writes_artifacts(run_tool, tmp_path, cwd):
     out = tmp_path / "fig4"
     nb_path = NOTEBOOK.relative_to(cwd)
+    # "1e0": YAML 1.1 (papermill's -y) reads it as text; the notebook reads the number.
     run_tool("papermill", nb_path, tmp_path / "out.ipynb", "-p", "artifacts_dir", out,
-             "-y", "ratios: [0.1, 10]", cwd=cwd)
+             "-y", "ratios: [0.1, 10]\nloss_max: 1e0", cwd=cwd)
     assert sorted(p.name for p in out.iterdir()) == [
         "data.csv", "figure.pdf", "figure.png", "figure.svg", "summary.json"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["figure"] == "paper-fig4"
     assert summary["parameters"]["ratios"] == [0.1, 10]
+    assert summary["parameters"]["loss_max"] == 1.0
+    assert summary["provenance"]["custom_parameters"] == ["ratios"]
     assert {"commit", "qkov_version", "wall_time_s", "machine"} <= set(summary["provenance"])
     rows = summary["rows"]
     assert {"r", "loss", "mu_ov", "mu_qk", "alpha"} <= set(rows[0])

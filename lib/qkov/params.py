@@ -186,6 +186,11 @@ def parameter(default: Any, check: Callable[..., Any], **limits: Any) -> Any:
     return field(default=default, metadata={"check": checked})
 
 
+def _has_text(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, (list, tuple))
+                                      and any(isinstance(v, str) for v in value))
+
+
 # --- what a run costs, told and bounded before it starts ------------------------------------
 
 # A run estimated to take longer than this (on the machine of the timing record) is refused
@@ -243,10 +248,13 @@ class FigureParameters:
     allow_long: bool = parameter(False, boolean)  # run even above the cost ceiling
 
     def __post_init__(self):
-        object.__setattr__(self, "_given", {name: getattr(self, name) for name in self.names()})
+        given = {name: getattr(self, name) for name in self.names()}
         for f in fields(self):
             if f.init and "check" in f.metadata:
                 object.__setattr__(self, f.name, f.metadata["check"](f.name, getattr(self, f.name)))
+                if _has_text(given[f.name]) and not _has_text(getattr(self, f.name)):
+                    given[f.name] = getattr(self, f.name)  # "1e-3" from YAML: record 0.001
+        object.__setattr__(self, "_given", given)
         self.check()
         object.__setattr__(self, "_cost", self._estimate())
         if self._cost is not None and self._cost["over"] and not self.allow_long:
@@ -299,12 +307,16 @@ class FigureParameters:
 
     @classmethod
     def from_notebook(cls, namespace: dict[str, Any]):
-        """The parameters from a notebook's ``globals()`` (see :func:`collect`), checked,
-        and where the run will write (:func:`qkov.artifacts.output_dir`: refused before any
+        """The parameters from a notebook's ``globals()`` (see :func:`collect`), checked
+        (a number YAML gave as text is put back into ``namespace`` as the number), and where
+        the run will write (:func:`qkov.artifacts.output_dir`: refused before any
         work if it is the canonical folder and the parameters are not the defaults, or a
         folder that holds other files); prints the run's cost first where the figure counts
         it."""
         p = cls(**collect(namespace, cls.names()))
+        for name in cls.names():  # the notebook's later cells see 1e-3 from YAML as 0.001 too
+            if _has_text(namespace[name]) and not _has_text(getattr(p, name)):
+                namespace[name] = getattr(p, name)
         spec = cls.spec()
         if spec is not None and "artifacts_dir" in cls.names():
             from .artifacts import check_replaceable, output_dir
