@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     run_p.add_argument("notebook", type=Path)
     run_p.add_argument("--output", type=Path, help="where to store it (default: in place)")
     run_p.add_argument("-y", "--parameters-yaml", default="",
-                       help='parameters as YAML, e.g. "ratios: [1, 10]"')
+                       help='parameters as YAML, e.g. "ratios: [1, 10]" (numbers as YAML 1.2 '
+                       'reads them: 1e-3 is a number, as in sweep files)')
     strip_p = sub.add_parser("strip", help="strip volatile metadata from stored notebooks")
     strip_p.add_argument("notebooks", type=Path, nargs="+")
     install_p = sub.add_parser("install-cell", help="give notebooks the cell that installs "
@@ -43,8 +44,12 @@ def main(argv: list[str] | None = None) -> int:
         import yaml
 
         from .notebooks import run
+        from .sweeps import YamlLoader  # 1e-3 a float, as in the sweep files
 
-        parameters = yaml.safe_load(args.parameters_yaml) or {}
+        # PyYAML's safe_load follows YAML 1.1, which reads 1e-3 (no dot) as a string; the
+        # notebook would be given "1e-3". (Its parameters read such a string as the number
+        # too, but the injected cell and the recorded given values would hold the text.)
+        parameters = yaml.load(args.parameters_yaml, Loader=YamlLoader) or {}
         if not isinstance(parameters, dict):
             parser.error(f"--parameters-yaml must be a mapping, got {args.parameters_yaml!r}")
         run(args.notebook, args.output, parameters)

@@ -62,11 +62,11 @@ class SweepError(ValueError):
     """A sweep file that cannot be run: malformed YAML, an unknown key, a bad parameter set."""
 
 
-class _Loader(yaml.SafeLoader):
+class YamlLoader(yaml.SafeLoader):
     """YAML as people write numbers: ``1e-3`` is a float (YAML 1.1 reads it as a string)."""
 
 
-_Loader.add_implicit_resolver(
+YamlLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+$"), list("-+0123456789."))
 
@@ -208,7 +208,7 @@ def load(path: str | Path) -> Sweep:
     """Read and check a sweep file (see the module's docstring)."""
     path = Path(path)
     try:
-        doc = yaml.load(path.read_text(), Loader=_Loader)
+        doc = yaml.load(path.read_text(), Loader=YamlLoader)
     except OSError as err:
         raise SweepError(f"{path}: cannot read the sweep file ({err.strerror})") from None
     except yaml.YAMLError as err:

@@ -14,7 +14,9 @@ at the top ``eraser_fraction`` of tokens by attention rollout
 (:func:`qkov.language.metrics.eraser`, as every language figure), and the
 attention-vs-probability heatmap.
 
-:class:`Parameters` are the notebook's; :func:`train` runs every (condition, seed);
+:class:`Parameters` are the notebook's (with the run's :meth:`~Parameters.work`, which
+bounds its time before it starts, and size bounds, which keep a typo from filling the
+memory); :func:`train` runs every (condition, seed), each with a progress bar;
 :func:`rows` are the stored records, :func:`summary_table` / :func:`attractor_table` the
 printed tables, :func:`plot` the figure.
 """
@@ -22,6 +24,7 @@ printed tables, :func:`plot` the figure.
 from __future__ import annotations
 
 import math
+import multiprocessing
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +54,8 @@ from ..language.train import (
 from ..params import (
     FigureParameters,
     ParameterError,
+    Work,
+    boolean,
     integer,
     number,
     optional_path,
@@ -93,6 +98,29 @@ def condition_list(name: str, value) -> list[str]:
 HEATMAP_BINS = 5
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
+# Size bounds: far above the paper-scale defaults, below what fills a laptop's memory before
+# the first step (the weights and AdamW state of MAX_LAYERS layers of width MAX_D_MODEL in
+# float64 are about 1.6 GB per training process; the sentences are generated all at once).
+MAX_MODIFIERS = 20  # sentences of up to agreement.width(20) = 104 positions
+MAX_LAYERS = 12
+MAX_D_MODEL = 1024
+MAX_HEADS = 32
+MAX_TRAIN_SENTENCES = 1_000_000
+MAX_TEST_SENTENCES = 100_000  # per attractor count
+# A held-out set is measured in one batch, and a training step is one batch: the attention
+# maps of such a batch (every layer's [rows, heads, positions, positions]) must fit in this.
+MAX_ATTENTION_GB = 8.0
+
+# The work of a run, in forward passes of one sentence through the default model (see
+# Parameters.work): a training sentence is a forward and a backward pass, about 3 forward
+# ones; every optimizer step adds a fixed cost (optimizer, clipping, schedule: on a CPU at the
+# default size about as long as STEP_PASSES sentence passes); the final measurement of a
+# held-out sentence is 4 passes (the prediction and the ERASER probabilities: full, without
+# and with only the top tokens).
+TRAIN_PASSES = 3
+STEP_PASSES = 60
+FINAL_PASSES = 4
+
 
 def dtype_name(name: str, value) -> str:
     if value not in DTYPES:
@@ -106,12 +134,16 @@ class Parameters(FigureParameters):
 
     seeds: list = parameter([1234, 1235, 1236, 1237, 1238], seed_list)
     conditions: list = parameter(list(CONDITIONS), condition_list)  # see CONDITIONS
-    train_sentences: int = parameter(2000, integer, minimum=1)  # training sentences per seed
-    test_sentences: int = parameter(500, integer, minimum=1)  # held-out, per attractor count
-    max_modifiers: int = parameter(3, integer, minimum=1)  # PPs / relative clauses per sentence
-    n_layers: int = parameter(1, integer, minimum=1)  # decoder layers
-    d_model: int = parameter(32, integer, minimum=1)  # residual width
-    n_heads: int = parameter(2, integer, minimum=1)  # attention heads (d_head = d_model / n_heads)
+    # Sentences: training ones per seed, held-out ones per attractor count. Sizes are bounded
+    # (MAX_TRAIN_SENTENCES ... MAX_HEADS): see there.
+    train_sentences: int = parameter(2000, integer, minimum=1, maximum=MAX_TRAIN_SENTENCES)
+    test_sentences: int = parameter(500, integer, minimum=1, maximum=MAX_TEST_SENTENCES)
+    # PPs / relative clauses per sentence
+    max_modifiers: int = parameter(3, integer, minimum=1, maximum=MAX_MODIFIERS)
+    n_layers: int = parameter(1, integer, minimum=1, maximum=MAX_LAYERS)  # decoder layers
+    d_model: int = parameter(32, integer, minimum=1, maximum=MAX_D_MODEL)  # residual width
+    # attention heads (d_head: d_model / n_heads)
+    n_heads: int = parameter(2, integer, minimum=1, maximum=MAX_HEADS)
     epochs: int = parameter(20, integer, minimum=1)
     batch_size: int = parameter(64, integer, minimum=1)
     lr: float = parameter(1e-3, number, above=0)  # AdamW base learning rate
@@ -119,6 +151,7 @@ class Parameters(FigureParameters):
     eraser_fraction: float = parameter(ERASER_FRACTION, number, above=0)  # top share (>= 1 token)
     workers: int = parameter(2, integer, minimum=1)  # training processes
     dtype: str = parameter("float64", dtype_name)  # float64: printed digits survive rounding
+    progress: bool = parameter(True, boolean)  # a progress bar per training run, on stderr
     artifacts_dir: str | None = parameter(None, optional_path)
 
     def check(self):
@@ -128,6 +161,49 @@ class Parameters(FigureParameters):
         if self.d_model % self.n_heads:
             raise ParameterError("n_heads", f"expected a divisor of d_model={self.d_model}, "
                                  f"got {self.n_heads}")
+        for rows, what in ((self.test_sentences, "test_sentences (a held-out set is one batch)"),
+                           (min(self.batch_size, self.train_sentences), "batch_size")):
+            gb = attention_bytes(self, rows) / 1e9
+            if gb > MAX_ATTENTION_GB:
+                raise ParameterError(what.split()[0], (
+                    f"the attention maps of one batch of {rows:,} sentences would take {gb:.3g} GB "
+                    f"(rows x n_layers x n_heads x positions^2, {self.dtype}), above "
+                    f"{MAX_ATTENTION_GB:g} GB; lower {what}, n_layers, n_heads or max_modifiers"))
+
+    def work(self) -> Work:
+        """Forward passes of one sentence through the default-size model that the run asks
+        for: per (condition, seed), every epoch trains on ``train_sentences`` (forward and
+        backward, :data:`TRAIN_PASSES`; each optimizer step adds :data:`STEP_PASSES`) and
+        measures the accuracy on ``max_modifiers + 1`` held-out sets of ``test_sentences``
+        (one pass each); at the end each held-out sentence is measured in
+        :data:`FINAL_PASSES` passes. A pass through a larger model counts more: per position
+        and layer as ``d_model + n_heads * positions + d_model**2 / 64``, which follows the
+        time of a run on a CPU to within about a factor 2 (timed one run at a time, changing
+        one of batch_size 8-2000, d_model 32-256, n_heads 2-8, n_layers 1-4, max_modifiers
+        3-10, test_sentences 500-2000). The estimate in minutes counts ``workers``
+        (:meth:`~qkov.params.FigureParameters.cost`)."""
+        held_out = (self.max_modifiers + 1) * self.test_sentences
+        steps = math.ceil(self.train_sentences / self.batch_size)
+        size = pass_size(self) / pass_size(type(self).defaults())
+        per_run = (self.epochs * (TRAIN_PASSES * self.train_sentences + held_out)
+                   + FINAL_PASSES * held_out) * size + self.epochs * steps * STEP_PASSES
+        return Work(len(self.seeds) * len(self.conditions) * per_run,
+                    "sentence passes of the default model")
+
+
+def pass_size(p) -> float:
+    """How much one sentence's forward pass computes, relative units (see Parameters.work);
+    ``p`` has the parameters as attributes or keys."""
+    get = p.get if isinstance(p, dict) else lambda name: getattr(p, name)
+    d, positions = get("d_model"), agreement.width(get("max_modifiers"))
+    return positions * get("n_layers") * (d + get("n_heads") * positions + d * d / 64)
+
+
+def attention_bytes(p: Parameters, rows: int) -> int:
+    """The bytes of every layer's attention probabilities for one batch of ``rows``
+    sentences: what a batch holds at least, beyond the weights."""
+    positions = agreement.width(p.max_modifiers)
+    return rows * p.n_layers * p.n_heads * positions ** 2 * DTYPES[p.dtype].itemsize
 
 
 def model_config(p: Parameters) -> DecoderConfig:
@@ -190,6 +266,14 @@ def train_one(p: Parameters, condition: str, seed: int) -> dict:
         torch.set_num_threads(threads)
 
 
+def bar_position(workers: int) -> int:
+    """The progress bar's line: this worker's own among the ``workers`` processes of the
+    pool that runs it (a pool's processes are numbered one after another), 0 in the main
+    process."""
+    identity = multiprocessing.current_process()._identity
+    return (identity[0] - 1) % workers if identity else 0
+
+
 def _train_one(p: Parameters, condition: str, seed: int) -> dict:
     data = agreement.generate(p.train_sentences, derived_seed(seed, "data"),
                               modifiers=(0, p.max_modifiers))
@@ -204,7 +288,9 @@ def _train_one(p: Parameters, condition: str, seed: int) -> dict:
                 for t in tests.values()]
 
     history = train_classifier(model, data, setup(p, condition, seed), device="cpu",
-                               eval_fn=accuracies, progress=False)
+                               eval_fn=accuracies, progress=p.progress,
+                               desc=f"{condition}, seed {seed}",
+                               position=bar_position(p.workers))
     return {"condition": condition, "seed": seed, "loss": history.loss,
             "accuracy_by_epoch": np.array(history.eval),  # [epochs, attractor counts]
             "evaluation": {a: evaluate(model, test, p.eraser_fraction)
@@ -213,7 +299,8 @@ def _train_one(p: Parameters, condition: str, seed: int) -> dict:
 
 def train(p: Parameters) -> list[dict]:
     """Every (condition, seed), spread over ``workers`` processes (a run's result does not
-    depend on where it ran)."""
+    depend on where it ran). With ``progress`` each run shows a bar of its steps on stderr,
+    one line per worker process."""
     jobs = [(p, condition, seed) for condition in p.conditions for seed in p.seeds]
     return map_in_processes(train_one, jobs, p.workers)
 

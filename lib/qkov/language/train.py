@@ -6,11 +6,19 @@ the language models differ in shape from run to run, and a GPU, where there is o
 better used by one larger model. On a CPU a run is deterministic for its seed: the batch
 order comes from ``qkov.seeding`` (the model's initial weights from the caller, e.g.
 ``Decoder(config, generator=seeding.init_generator(seed))``).
+
+With ``progress`` a run shows a tqdm bar of its optimizer steps on stderr, refreshed at most
+every :data:`PROGRESS_INTERVAL_S` seconds (a notebook's training cell, tagged
+``remove-stderr``, does not store it); ``desc`` and ``position`` name the bar and give it a
+line of its own where several processes train at once (as ``qkov.synthetic.train``). The
+bar draws no random numbers and changes no computation: a run is the same with it or
+without.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +33,7 @@ from .batches import TokenBatch
 from .models import OPTIMIZERS, SCHEDULES, make_optimizer, make_schedule
 
 DEVICES = ("cpu", "cuda", "auto")
+PROGRESS_INTERVAL_S = 2.0  # the least time between two refreshes of a progress bar
 
 # The learning-rate conditions the language figures compare, spelt once for all of them
 # (they are the "condition" values of the printed and stored tables): every parameter at
@@ -127,7 +136,8 @@ def answer_loss(model, batch: TokenBatch) -> torch.Tensor:
 
 
 def _train(model, data: TokenBatch, setup: TrainingSetup, device, eval_fn, progress,
-           loss_fn: Callable) -> TrainingHistory:
+           loss_fn: Callable, desc: str = "training", position: int | None = None
+           ) -> TrainingHistory:
     if not isinstance(setup, TrainingSetup):
         raise TypeError(f"setup: expected a TrainingSetup, got {type(setup).__name__}")
     if len(data) == 0:
@@ -144,7 +154,9 @@ def _train(model, data: TokenBatch, setup: TrainingSetup, device, eval_fn, progr
     order = seeding.generator(seeding.derived_seed(setup.seed, "data"))
     history = TrainingHistory(device=str(device))
     started = time.perf_counter()
-    bar = tqdm(total=setup.epochs * steps_per_epoch, disable=not progress, leave=False)
+    bar = tqdm(total=setup.epochs * steps_per_epoch, desc=desc, disable=not progress,
+               leave=False, mininterval=PROGRESS_INTERVAL_S, unit="step", position=position,
+               file=sys.stderr)
     for _ in range(setup.epochs):
         model.train()
         total, rows = 0.0, 0
@@ -168,7 +180,7 @@ def _train(model, data: TokenBatch, setup: TrainingSetup, device, eval_fn, progr
             model.eval()
             with torch.no_grad():
                 history.eval.append(eval_fn(model))
-        bar.set_postfix(loss=f"{history.loss[-1]:.4g}")
+        bar.set_postfix(loss=f"{history.loss[-1]:.4g}", refresh=False)  # shown at the next refresh
     bar.close()
     model.eval()
     history.seconds = time.perf_counter() - started
@@ -177,10 +189,12 @@ def _train(model, data: TokenBatch, setup: TrainingSetup, device, eval_fn, progr
 
 def train_classifier(model, data: TokenBatch, setup: TrainingSetup, device: str = "cpu",
                      eval_fn: Callable | None = None, progress: bool = True,
-                     readout: str = "first_pad") -> TrainingHistory:
+                     readout: str = "first_pad", desc: str = "training",
+                     position: int | None = None) -> TrainingHistory:
     """Train a classifier decoder (``config.n_classes`` set) on ``data.labels`` with
     cross-entropy at the ``readout`` position; ``eval_fn(model)`` runs after every epoch
-    (without gradients) and its results are kept in the history."""
+    (without gradients) and its results are kept in the history. ``progress``, ``desc``,
+    ``position``: the progress bar (see the module's docstring)."""
     if data.labels is None:
         raise ValueError("training data: labels are required to train a classifier")
     if model.config.n_classes is None:
@@ -189,18 +203,20 @@ def train_classifier(model, data: TokenBatch, setup: TrainingSetup, device: str 
         raise ValueError(f"labels: expected class ids in [0, {model.config.n_classes}), got "
                          f"{int(data.labels.min())}..{int(data.labels.max())}")
     return _train(model, data, setup, device, eval_fn, progress,
-                  lambda m, b: classification_loss(m, b, readout))
+                  lambda m, b: classification_loss(m, b, readout), desc, position)
 
 
 def train_language_model(model, data: TokenBatch, setup: TrainingSetup, device: str = "cpu",
-                         eval_fn: Callable | None = None, progress: bool = True
+                         eval_fn: Callable | None = None, progress: bool = True,
+                         desc: str = "training", position: int | None = None
                          ) -> TrainingHistory:
     """Train a next-token decoder (``config.n_classes`` None) on the tokens ``data.loss_mask``
-    marks (the answers of generative QA prompts), see :func:`answer_loss`."""
+    marks (the answers of generative QA prompts), see :func:`answer_loss`. ``progress``,
+    ``desc``, ``position``: the progress bar (see the module's docstring)."""
     if data.loss_mask is None:
         raise ValueError("training data: loss_mask is required to train a language model")
     if model.config.n_classes is not None:
         raise ValueError("model: expected a next-token model (DecoderConfig.n_classes None)")
     if not (data.loss_mask[:, 1:] & data.attention_mask[:, 1:]).any():
         raise ValueError("loss_mask: marks no real token after the first position")
-    return _train(model, data, setup, device, eval_fn, progress, answer_loss)
+    return _train(model, data, setup, device, eval_fn, progress, answer_loss, desc, position)
