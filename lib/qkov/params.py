@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import sys
 import types
@@ -278,6 +279,9 @@ class FigureParameters:
         default_work = work if is_default else type(self)(**defaults).work()
         times = work.amount / default_work.amount
         text = f"work: {work.amount:,.0f} {work.unit} ({times:.3g} x the default run)"
+        if "workers" in defaults:  # fewer processes than the default run's: longer
+            cpus = os.cpu_count() or 1
+            times *= min(defaults["workers"], cpus) / min(self.workers, cpus)
         figure = self.spec()
         recorded = recorded_seconds(figure.id) if figure is not None else None
         if recorded is None:
