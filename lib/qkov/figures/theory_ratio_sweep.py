@@ -17,6 +17,7 @@ import torch
 
 from ..params import (
     ParameterError,
+    Work,
     boolean,
     derived,
     integer,
@@ -31,7 +32,13 @@ from ..spec import FigureSpec
 from ..stats import seed_interval
 from ..synthetic import metrics, models, tasks, train
 from ..theory import reduced as theory
-from ..theory.stylized import Descent, StylizedModel, descents
+from ..theory.stylized import (
+    Descent,
+    StylizedModel,
+    check_descent_loss,
+    check_descent_steps,
+    descents,
+)
 
 SPEC = FigureSpec(id="theory-ratio-sweep", reproduces=None, page="book/theory",
                   tables=("conditions.csv",), threads=2, resources={"mem_mb": 4000, "runtime": 60},
@@ -57,14 +64,47 @@ class SweepCondition:
         return f"T = {self.T}, {init}, lr_ov = {self.lr_ov:g}"
 
 
+# The main sweep's sequence length, and the unit of the work's weighting by length: a
+# training step's data (CHUNK x 32 sequences of T - 2 tokens, drawn per stream) cost in
+# proportion to T and, past T ~ 128, more than the step itself (measured: 35 us per
+# model-step at T = 64 and 128, 85 at 512, 890 at 4096, three runs per data stream); a
+# model-step at T counts as max(1, T / 64) of them, an upper bound for the sweeps here.
+TASK_T = 64
+# The longest sequence: a stream draws 50 batches of 32 sequences at once, as int64 token
+# ids, ~25 kB per unit of T in flight (measured: 210 MB at 8192, per training process and
+# held-out set; at T = 100,000 it would be 2.5 GB each).
+MAX_T = 8192
+# A step of the stylized model's full-matrix descent (float64, every class, ~0.5 ms) in
+# model-steps of the task's work: at the defaults the nine descents (56,912 steps) took 62 s,
+# the task's training 138 s for its 40.5 million counted model-steps (its runs stop at the
+# matched loss, after ~1/10 of max_epochs; both timed side by side, two workers each):
+# 0.45 x 40.5 million / 56,912 = 320, rounded to 300.
+DESCENT_STEP_WEIGHT = 300
+
+
 def _length(name, value):
-    return tasks.check_length(integer(name, value, 3))
+    return tasks.check_length(integer(name, value, 3, maximum=MAX_T))
+
+
+def _distinct(name: str, values: list) -> list:
+    """Values that name runs (as ``f"{value:g}"``) must be distinct: two equal names fail
+    the training, after the first part of the work."""
+    written = [f"{v:g}" for v in values]
+    repeated = [w for w in written if written.count(w) > 1]
+    if repeated:
+        raise ParameterError(name, f"expected distinct values, got {repeated[0]} twice")
+    return values
+
+
+def _ratios(name, value) -> list[float]:
+    return _distinct(name, number_list(name, value, above=0, at_most=theory.MAX_RATIO))
 
 
 def _variants(name: str, value) -> list[SweepCondition]:
-    if not isinstance(value, (list, tuple)):
-        raise ParameterError(name, f'expected a list of [T, init, lr_ov] triples, got '
-                               f'{value!r}; with papermill: -y "{name}: [[128, identity, 0.1]]"')
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ParameterError(name, f'expected a non-empty list of [T, init, lr_ov] triples '
+                               f'(the conditions table needs one), got {value!r}; with '
+                               f'papermill: -y "{name}: [[128, identity, 0.1]]"')
     out = []
     for i, item in enumerate(value):
         if not isinstance(item, (list, tuple)) or len(item) != 3:
@@ -77,7 +117,10 @@ def _variants(name: str, value) -> list[SweepCondition]:
             lr_ov = number("lr_ov", lr_ov, above=0)
         except ParameterError as err:  # name the list and the item, not just the field
             raise ParameterError(name, f"item {i}: {err}") from None
-        out.append(SweepCondition(T, init, lr_ov))
+        condition = SweepCondition(T, init, lr_ov)
+        if condition in out:
+            raise ParameterError(name, f"item {i}: {list(item)!r} is listed twice")
+        out.append(condition)
     return out
 
 
@@ -85,27 +128,44 @@ def _variants(name: str, value) -> list[SweepCondition]:
 class Parameters(theory.SettingParameters):
     """The notebook's parameters."""
 
-    ratios: list = parameter([0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100], number_list, above=0)
+    ratios: list = parameter([0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100], _ratios)
     matched_loss: float = parameter(0.05, number, above=0)  # compare attention at this loss
     step_fraction: float = parameter(0.001, number, above=0, below=0.1)  # stylized descent
     seeds: list = parameter([1234, 1235, 1236, 1237, 1238], seed_list)  # task: CACO per r, seed
     lr_ov: float = parameter(0.1, number, above=0)  # task: OV rate (QK: r * lr_ov)
-    T: int = parameter(64, _length)  # task: sequence length
+    T: int = parameter(TASK_T, _length)  # task: sequence length
     batches_per_epoch: int = parameter(50, integer, minimum=1)  # task: batches of 32 per epoch
     max_epochs: int = parameter(3000, integer, minimum=1)  # task: give up after this many
     eval_batches: int = parameter(100, integer, minimum=1)  # task: held-out batches per run
-    variant_ratios: list = parameter([1, 10, 100], number_list, above=0)  # task: conditions' r
+    variant_ratios: list = parameter([1, 10, 100], _ratios)  # task: conditions' r
     variants: list = parameter([[128, "identity", 0.1], [64, "default", 0.1],
                                 [128, "default", 0.1], [64, "identity", 0.01]], _variants)
     workers: int = parameter(2, integer, minimum=1)
     progress: bool = parameter(True, boolean)
     artifacts_dir: str | None = parameter(None, optional_path)
     model: StylizedModel = derived()
+    descent_steps: list = derived()  # per ratio: the steps of its stylized descent
 
     def check(self):
         model = StylizedModel(self.setting)
-        theory.check_loss_threshold("matched_loss", self.matched_loss, model.setting)
+        check_descent_loss("matched_loss", self.matched_loss, model.setting)
         object.__setattr__(self, "model", model)
+        # Each descent's steps, counted from the flow before any is taken: one that could
+        # not reach matched_loss in the descent's step limit fails here.
+        object.__setattr__(self, "descent_steps", check_descent_steps(
+            "step_fraction", model.setting, 1.0, self.ratios, self.matched_loss,
+            self.step_fraction))
+
+    def work(self) -> Work:
+        """The task's optimizer steps, all runs to max_epochs (an upper bound: they stop at
+        the matched loss), each weighted by max(1, T / TASK_T), plus the stylized
+        descents' steps at DESCENT_STEP_WEIGHT each (times StylizedModel.step_weight)."""
+        task = sum(c.steps * max(1.0, c.T / TASK_T)
+                   for c in configs(self) + variant_configs(self))
+        descent = DESCENT_STEP_WEIGHT * self.model.step_weight * sum(self.descent_steps)
+        return Work(task + descent,
+                    f"model-steps (x T/{TASK_T} past T = {TASK_T}; a descent step counts "
+                    f"as {DESCENT_STEP_WEIGHT}, x M^2 (m + n) / 22,000 above the default size)")
 
 
 COLUMNS = ("r", "alpha_closed_form", "alpha_stylized", "task_informative_mean",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..params import derived, integer, number, number_list, optional_path, parameter
+from ..params import Work, derived, integer, number, number_list, optional_path, parameter
 from ..plotting import (
     COLUMN_WIDTH_IN,
     QUANTITIES,
@@ -23,7 +23,13 @@ from ..plotting import (
 )
 from ..spec import FigureSpec
 from ..theory import reduced as theory
-from ..theory.stylized import Descent, StylizedModel, descents
+from ..theory.stylized import (
+    Descent,
+    StylizedModel,
+    check_descent_loss,
+    check_descent_steps,
+    descents,
+)
 
 SPEC = FigureSpec(id="theory-reduction", reproduces=None, page="book/theory",
                   tables=("curves.csv",), threads=2, dtype="float64",
@@ -39,7 +45,8 @@ class Parameters(theory.SettingParameters):
     """The notebook's parameters."""
 
     eta_ov: float = parameter(1.0, number, above=0)  # OV rate (matrix and ODE); QK: r * eta_ov
-    ratios: list = parameter([0.1, 1, 10], number_list, above=0)  # eta_QK / eta_OV, one run each
+    ratios: list = parameter([0.1, 1, 10], number_list, above=0,
+                             at_most=theory.MAX_RATIO)  # eta_QK / eta_OV, one run each
     target_loss: float = parameter(0.01, number, above=0)  # descend until the loss reaches this
     step_fraction: float = parameter(0.001, number, above=0, below=0.1)  # step / flow time
     batch_size: int = parameter(4, integer, minimum=1)  # classes per minibatch
@@ -47,11 +54,24 @@ class Parameters(theory.SettingParameters):
     workers: int = parameter(2, integer, minimum=1)  # processes for the descents
     artifacts_dir: str | None = parameter(None, optional_path)
     model: StylizedModel = derived()
+    steps: list = derived()  # per ratio: the steps of each of its two descents
 
     def check(self):
         model = StylizedModel(self.setting)
-        theory.check_loss_threshold("target_loss", self.target_loss, model.setting)
+        check_descent_loss("target_loss", self.target_loss, model.setting)
         object.__setattr__(self, "model", model)
+        # Each descent's steps, counted from the flow before any is taken: one that could
+        # not reach target_loss in descend's step limit fails here, not after its steps.
+        object.__setattr__(self, "steps", check_descent_steps(
+            "step_fraction", model.setting, self.eta_ov, self.ratios, self.target_loss,
+            self.step_fraction))
+
+    def work(self) -> Work:
+        """Steps of gradient descent: per ratio a full-batch and a minibatch descent of as
+        many steps (which grow like log(1 / target_loss) / step_fraction), each weighted
+        by the model's size past the default's (StylizedModel.step_weight)."""
+        return Work(2 * sum(self.steps) * self.model.step_weight,
+                    "descent steps (x M^2 (m + n) / 22,000 above the default size)")
 
 
 def relative_errors(run: Descent, ode: theory.Trajectory) -> dict[str, float]:

@@ -40,15 +40,29 @@ ROW1_PANELS = ("FAFO", "FACO", "CAFO", "CACO")  # Fig. 2 row 1: equal learning r
 DEFAULT_INIT_FACTORS = {"FAFO": "qk"}
 
 
+# Bounds within which every parameterization's flow is reached quickly. A factorized
+# circuit's rate grows with its factors (factor_rate), so a large nominal r or offset makes
+# the flow stiff for the explicit solver: at r = 1e6 FACO takes 26 s to loss 1e-20, at
+# 1e3 0.5 s; an offset (default_init_rate) of 1e10 took 12 s, 1e100 31 s, 1e3 0.4 s. Factors
+# start at w = init_scale^2 and factor_rate squares w: below init_scale ~1e-77 that
+# underflows to 0 and the factors never move (1e-100 failed; 1e-70 was reached by FAFO, FACO
+# and CAFO at r in {1e-3, 1, 1e3}, to losses 0.02 and 1e-20). Fig. 2 row 1: r = 1,
+# init_scale = 1e-6, default_init_rate = 0.667.
+MAX_R = 1e3
+MAX_DEFAULT_INIT_RATE = 1e3
+MIN_INIT_SCALE = 1e-50
+
+
 @dataclass(frozen=True)
 class Parameters(theory.SettingParameters):
     """The notebook's parameters. Checking them reads paper-fig2's trajectories
     (``measured``), so a missing or stale paper-fig2 run fails before any work."""
 
     eta_ov: float = parameter(1.0, number, above=0)  # nominal OV learning rate
-    r: float = parameter(1.0, number, above=0)  # nominal eta_QK / eta_OV (Fig. 2 row 1: 1)
-    init_scale: float = parameter(1e-6, number, above=0)  # balanced factors' start
-    default_init_rate: float = parameter(0.667, number, above=0)  # a^2 + c^2, default init
+    r: float = parameter(1.0, number, above=0, at_most=MAX_R)  # nominal eta_QK / eta_OV
+    init_scale: float = parameter(1e-6, number, at_least=MIN_INIT_SCALE)  # factors' start
+    default_init_rate: float = parameter(0.667, number, above=0,
+                                         at_most=MAX_DEFAULT_INIT_RATE)  # a^2 + c^2
     matched_loss: float = parameter(0.02, number, above=0)  # compare attention at this loss
     fig2_summary: str | None = parameter(None, optional_path)  # paper-fig2's summary.json
     artifacts_dir: str | None = parameter(None, optional_path)

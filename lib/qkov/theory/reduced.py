@@ -226,9 +226,35 @@ def state_at_loss(target: float, setting: Setting, r: float) -> tuple[float, flo
 # --- integration ---------------------------------------------------------------------------
 
 
+# The smallest loss a threshold may ask for. Late in the flow alpha -> 1 and
+# e^{mu_ov} ~ eta_ov t / b, so the loss falls only like (M - 1) b / (eta_ov t): the loss
+# reached at the solver's horizon (t = 1e40 / min(eta), see integrate_until) is about
+# (M - 1) b 1e-40. At the default setting a target of 1e-30 is reached and 1e-50 is not
+# (the solver runs to its horizon and fails). 1e-20 and 1e-25 were reached at every point
+# of a grid of m in {1, 5, 100}, n in {1, 50, 1e4}, b in {0.1, 50, 1e4}, M in {2, 20, 1000},
+# r and eta_ov each in {1e-3, 1, 1e3} (CACO), and by FAFO, FACO, CAFO, CACO from 1e-6 and
+# 1e-3 at the default setting: 1e-20 leaves five decades of margin there (seventeen at the
+# default setting). Settings far outside that grid ((M - 1) b near 1e20) may still not reach
+# it; the solver then says so.
+LOSS_FLOOR = 1e-20
+
+
+# The largest learning-rate ratio r = eta_qk / eta_ov of the theory figures (CACO). The flow
+# grows stiff for the explicit solver as r grows: an integration to loss 1e-4 takes 0.04 s at
+# r = 1e6, 1.6 s at 1e10 and 28 s at 1e20 (the paper's ratios: 0.01 to 100). The
+# stylized descents follow the flow at 1e6 still (4,188 steps, alpha within 1e-6).
+MAX_RATIO = 1e6
+
+
 def check_loss_threshold(name: str, value, setting: Setting) -> float:
-    """A loss threshold must lie in (0, log M): the flow starts at L = log M and L -> 0."""
-    return number(name, value, above=0.0, below=setting.initial_loss)
+    """A loss threshold must lie in [LOSS_FLOOR, log M): the flow starts at L = log M and
+    L -> 0, but only like 1/t, and the integration stops at a horizon (see LOSS_FLOOR)."""
+    value = number(name, value, above=0.0, below=setting.initial_loss)
+    if value < LOSS_FLOOR:
+        raise ParameterError(name, f"expected a loss >= {LOSS_FLOOR:g} (the reduced flow's "
+                                   f"loss falls like 1/t; below that it is not reached "
+                                   f"reliably in float64), got {value:g}")
+    return value
 
 
 @dataclass
@@ -384,6 +410,12 @@ def integrate_until(
     )
 
 
+def threshold_count(loss_max: float, loss_min: float, per_decade: int) -> int:
+    """How many thresholds :func:`loss_thresholds` gives, without making them."""
+    hi, lo = math.log10(loss_max), math.log10(loss_min)
+    return math.floor((hi - lo) * per_decade + 1e-9) + 1
+
+
 def loss_thresholds(loss_max: float, loss_min: float, per_decade: int) -> np.ndarray:
     """Log-spaced thresholds from ``loss_max`` down to ``loss_min``, ``per_decade`` a decade.
 
@@ -391,7 +423,7 @@ def loss_thresholds(loss_max: float, loss_min: float, per_decade: int) -> np.nda
     1e-4 are found by value. A ``loss_min`` off the grid ends the list at the last grid value
     above it (rounding would step below it, past where a run stops).
     """
-    hi, lo = math.log10(loss_max), math.log10(loss_min)
-    steps = math.floor((hi - lo) * per_decade + 1e-9)
+    hi = math.log10(loss_max)
+    steps = threshold_count(loss_max, loss_min, per_decade) - 1
     exponents = hi - np.arange(steps + 1) / per_decade
     return np.array([10.0 ** round(e, 12) for e in exponents])

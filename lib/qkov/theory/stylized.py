@@ -42,6 +42,10 @@ from ..processes import map_in_processes
 from . import reduced as theory
 
 DTYPE = torch.float64
+DEFAULT_SIZE = 20**2 * (5 + 50)  # M^2 (m + n) at the theory chapter's setting
+# The largest M^2 (m + n): the embedded population then takes 160 MB per process, and a
+# descent step ~0.1 s where the default's takes 0.46 ms.
+MAX_SIZE = 10_000_000
 FACTORS = ("W_Q", "W_K", "W_O", "W_V")
 
 
@@ -60,6 +64,23 @@ class StylizedModel:
             if float(value) != int(value):
                 raise ParameterError(name, f"the stylized model counts positions: expected "
                                              f"a whole number, got {value!r}")
+        if self.size > MAX_SIZE:
+            raise ParameterError("M", f"M^2 (m + n) = {self.size:,.0f}: expected at most "
+                                      f"{MAX_SIZE:,} (the embedded population takes 16 bytes "
+                                      "each, and a descent step grows with it)")
+
+    @property
+    def size(self) -> float:
+        """M^2 (m + n): the embedded population (M sequences of m + n tokens of size 2M) has
+        2 M^2 (m + n) numbers, and a descent step's work grows with it."""
+        return float(self.setting.M) ** 2 * (self.setting.m + self.setting.n)
+
+    @property
+    def step_weight(self) -> float:
+        """A descent step's cost in steps at the default setting (M = 20, m + n = 55): by
+        size, past it (an upper bound: measured, 0.46 ms a step at the default size, 13 ms
+        at 64 times it, 60 ms at 256 times it)."""
+        return max(1.0, self.size / DEFAULT_SIZE)
 
     @property
     def M(self) -> int:
@@ -249,10 +270,65 @@ class Descent:
                 for name in ("t", "mu_ov", "mu_qk", "alpha")}
 
 
+# The smallest loss a descent may run to. It records and stops on the population
+# cross-entropy in float64, log(1 + sum_j e^{z_j - z_y}) computed as a logsumexp: its rounding
+# error is about 1e-16 absolute, so a loss below ~1e-16 reads as 0 and the run stops early at
+# the wrong place (at the default setting and r = 1, a target of 1e-18 stopped at a true
+# loss of 2.6e-16; 1e-14 was recorded 1.5% off). At 1e-10 the recorded loss is within 2e-6
+# (relative) of the one its state gives.
+DESCENT_LOSS_FLOOR = 1e-10
+MAX_STEPS = 200_000  # descend's default: it gives up (RuntimeError) after this many steps
+FIRST_TIME = 1e3  # descend's default first_time
+
+
+def check_descent_loss(name: str, value, setting: theory.Setting) -> float:
+    """A target loss of a descent: a loss threshold of the reduced flow
+    (:func:`qkov.theory.reduced.check_loss_threshold`), and at least DESCENT_LOSS_FLOOR."""
+    value = theory.check_loss_threshold(name, value, setting)
+    if value < DESCENT_LOSS_FLOOR:
+        raise ParameterError(name, f"expected a loss >= {DESCENT_LOSS_FLOOR:g} for a descent "
+                                   "(float64 reads the population cross-entropy below ~1e-16 "
+                                   f"as 0), got {value:g}")
+    return value
+
+
+def descent_steps(setting: theory.Setting, eta_ov: float, eta_qk: float, target_loss: float,
+                  step_fraction: float, first_time: float = FIRST_TIME) -> int:
+    """The steps a CACO descent from 0 takes to ``target_loss`` (full batch; a minibatch run
+    takes as many, give or take a few), counted before any: the step is
+    ``step_fraction * max(t, first_time)``, and the reduced flow (a coarse integration)
+    gives the flow time ``t`` at which the loss reaches the target. Exact to a step at the
+    theory figures' settings (the descent follows the flow to ``step_fraction``)."""
+    end = theory.integrate_until(setting, eta_ov, eta_qk, target_loss, rtol=1e-8,
+                                 atol=1e-10).t[-1]
+    early = first_time * step_fraction  # the step while t < first_time
+    if end <= first_time:
+        return math.ceil(end / early)
+    steps = math.ceil(first_time / early)
+    return steps + math.ceil(math.log(end / (steps * early)) / math.log1p(step_fraction))
+
+
+def check_descent_steps(name: str, setting: theory.Setting, eta_ov: float, ratios,
+                        target_loss: float, step_fraction: float) -> list[int]:
+    """Per ratio r (QK rate r * eta_ov), the steps of the descent (:func:`descent_steps`);
+    a ParameterError naming ``name`` where one would exceed MAX_STEPS, at which
+    :func:`descend` gives up after doing them all."""
+    steps = [descent_steps(setting, eta_ov, r * eta_ov, target_loss, step_fraction)
+             for r in ratios]
+    worst = max(range(len(steps)), key=steps.__getitem__)
+    if steps[worst] > MAX_STEPS:
+        raise ParameterError(name, f"{step_fraction:g}: the descent at r = {ratios[worst]:g} "
+                                   f"to loss {target_loss:g} would take {steps[worst]:,} steps, "
+                                   f"more than the {MAX_STEPS:,} after which it gives up; "
+                                   "choose a larger step_fraction or target loss")
+    return steps
+
+
 def descend(model: StylizedModel, parameterization: str, eta_ov: float, eta_qk: float,
             target_loss: float, init_scale: float = 0.0, step_fraction: float = 1e-3,
-            first_time: float = 1e3, max_step: float = math.inf, batch_size: int | None = None,
-            seed: int = 0, max_steps: int = 200_000) -> Descent:
+            first_time: float = FIRST_TIME, max_step: float = math.inf,
+            batch_size: int | None = None, seed: int = 0, max_steps: int = MAX_STEPS
+            ) -> Descent:
     """Gradient descent on the full matrices until the population loss reaches ``target_loss``.
 
     The update of a circuit's matrices is ``- h eta grad``, with the step ``h`` growing with
@@ -264,7 +340,7 @@ def descend(model: StylizedModel, parameterization: str, eta_ov: float, eta_qk: 
     ``batch_size=None`` uses the population (every class once); otherwise each step draws
     ``batch_size`` classes uniformly with replacement (stochastic gradient descent).
     """
-    theory.check_loss_threshold("target_loss", target_loss, model.setting)
+    check_descent_loss("target_loss", target_loss, model.setting)
     p = model.initial_parameters(parameterization, init_scale)
     eta = {"qk": number("eta_qk", eta_qk, above=0), "ov": number("eta_ov", eta_ov, above=0)}
     generator = seeding.generator(seed)
