@@ -79,8 +79,8 @@ def test_a_notebook_run_outside_the_pipeline_leaves_the_canonical_set_alone(tmp_
         paper_fig4.Parameters.from_notebook(dict(namespace))
 
 
-def _figure_set(tag: str) -> dict:
-    files = {"figure.png": tag.encode() * 1000, "data.csv": f"x\n{tag}\n".encode()}
+def _figure_set(tag: str, size: int = 1000) -> dict:
+    files = {"figure.png": tag.encode() * size, "data.csv": f"x\n{tag}\n".encode()}
     files["summary.json"] = artifacts.summary_bytes("fig", {"tag": tag}, [{"x": tag}], 0.0,
                                                     dict(files))
     return files
@@ -106,10 +106,12 @@ def test_a_set_is_swapped_in_whole(tmp_path):
 
 _WRITER = """
 import sys
+from pathlib import Path
 from qkov import artifacts
 sys.path.insert(0, sys.argv[3])
 from test_artifacts import _figure_set
-sets = [_figure_set(f"{sys.argv[4]}{k}") for k in range(3)]
+sets = [_figure_set(f"{sys.argv[4]}{k}", int(sys.argv[5])) for k in range(3)]
+Path(sys.argv[1] + ".ready").touch()
 for k in range(int(sys.argv[2])):
     artifacts.write_set(sys.argv[1], sets[k % 3])
 """
@@ -132,8 +134,8 @@ def test_two_runs_saving_into_one_folder_never_mix(tmp_path):
     folder = tmp_path / "fig"
     artifacts.write_set(folder, _figure_set("start"))
     here = str(Path(__file__).parent)
-    writers = [subprocess.Popen([sys.executable, "-c", _WRITER, str(folder), "200", here, tag])
-               for tag in ("a", "b")]
+    writers = [subprocess.Popen([sys.executable, "-c", _WRITER, str(folder), "200", here, tag,
+                                 "1000"]) for tag in ("a", "b")]
     seen = set()
     while any(w.poll() is None for w in writers):
         folder_fd = os.open(folder, os.O_RDONLY)  # this folder, even if another takes its name
@@ -149,12 +151,16 @@ def test_two_runs_saving_into_one_folder_never_mix(tmp_path):
     assert [w.returncode for w in writers] == [0, 0]
     assert len(seen) > 3, "the reader saw the writers' sets"
     artifacts.verify_set(folder)
+    Path(f"{folder}.ready").unlink()
     assert [p.name for p in tmp_path.iterdir()] == ["fig"]
 
 
 @pytest.mark.notebook  # subprocesses or a real run: seconds
 def test_a_run_killed_while_saving_leaves_a_whole_set(tmp_path):
-    """The probe: a kill during the save cell left files of two runs side by side."""
+    """The probe: a kill during the save cell left files of two runs side by side. A writer
+    saves large sets without pause and is killed at moments spread over a save; each time
+    the folder holds one whole set, and the next save removes what the killed ones left."""
+    import random
     import signal
     import subprocess
     import sys
@@ -163,16 +169,48 @@ def test_a_run_killed_while_saving_leaves_a_whole_set(tmp_path):
     folder = tmp_path / "fig"
     artifacts.write_set(folder, _figure_set("start"))
     here = str(Path(__file__).parent)
-    for delay in (0.3, 0.35, 0.4, 0.45, 0.5, 0.6):
+    rng = random.Random(0)
+    left = []  # what each killed writer left beside the set (its next save removes it)
+    for k in range(8):
+        ready = Path(f"{folder}.ready")
+        ready.unlink(missing_ok=True)
         writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(folder), "100000", here,
-                                   "k"])
-        time.sleep(delay)
+                                   f"k{k}", "20000000"])  # 40 MB sets: tens of ms a save
+        while not ready.exists():
+            assert writer.poll() is None, "the writer failed"
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.05, 0.3))
         writer.send_signal(signal.SIGKILL)
         writer.wait()
         artifacts.verify_set(folder)
-    # What the killed runs left half-written, hidden beside the set, the next run removes.
+        left += [p.name for p in tmp_path.iterdir() if p.name.startswith(".fig.")]
+    ready.unlink()
+    assert left, "no kill landed during a save: the test did not test"
     artifacts.write_set(folder, _figure_set("after"))
     assert [p.name for p in tmp_path.iterdir()] == ["fig"]
+
+
+def test_a_folder_that_is_not_a_previous_set_is_refused_and_kept(tmp_path, monkeypatch):
+    own = tmp_path / "results"
+    own.mkdir()
+    (own / "experiment.csv").write_text("mine")
+    (own / "figure.png").write_bytes(b"mine")
+    with pytest.raises(ValueError, match=r"results: holds experiment.csv, which are not"):
+        artifacts.write_set(own, _figure_set("x"))
+    (own / "experiment.csv").unlink()  # a figure's file name, but no summary.json
+    with pytest.raises(ValueError, match=r"holds no summary.json \(not a previous run's set\)"):
+        artifacts.write_set(own, _figure_set("x"))
+    assert (own / "figure.png").read_bytes() == b"mine"
+    link = tmp_path / "link"
+    link.symlink_to(own)
+    with pytest.raises(ValueError, match=r"link: is a symbolic link"):
+        artifacts.write_set(link, _figure_set("x"))
+    monkeypatch.chdir(own)
+    with pytest.raises(ValueError, match=r"is the current folder or holds it"):
+        artifacts.write_set(Path("."), _figure_set("x"))
+    with pytest.raises(ValueError, match=r"is the current folder or holds it"):
+        artifacts.write_set(tmp_path, _figure_set("x"))
+    assert sorted(p.name for p in own.iterdir()) == ["figure.png"]
 
 
 def test_a_folder_with_other_files_is_refused_and_kept(tmp_path):

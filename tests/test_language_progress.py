@@ -68,10 +68,9 @@ def test_the_default_run_is_accepted_with_its_estimate_and_a_typo_in_epochs_is_r
     if recorded is not None:  # a checkout with its timing record: the default run's time
         minutes = float(re.search(r"estimated ([0-9.e+-]+) min", p.cost()).group(1))
         assert minutes == pytest.approx(recorded[0] / 60, rel=0.01)
-        assert 20 < recorded[0] < 300  # 55 s when this was written
     with pytest.raises(ParameterError, match="^parameter 'allow_long': work: .* x the default "
                        "run.*above the ceiling.*-p allow_long True") as refused:
-        la.Parameters(epochs=100000)
+        la.Parameters(epochs=100000)  # ~4,800 x the default: above the ceiling with any record
     long = la.Parameters(epochs=100000, allow_long=True)
     assert long.work().amount > 1000 * p.work().amount
     assert f"ceiling of {CEILING_MINUTES:g} min" in str(refused.value) or recorded is None

@@ -187,8 +187,10 @@ def test_figures_that_compute_little_print_no_cost():
     assert paper_fig4.Parameters().cost() is None
 
 
-def test_a_run_far_above_the_ceiling_is_refused_unless_allow_long():
-    seeds = list(range(100))  # 20 x the default's five: ~80 min at the record's 236 s
+def test_a_run_far_above_the_ceiling_is_refused_unless_allow_long(monkeypatch):
+    # A fixed record (each full run rewrites the real one): 4 min per default run.
+    monkeypatch.setattr(qkov.params, "recorded_seconds", lambda figure_id: (240.0, "m"))
+    seeds = list(range(100))  # 20 x the default's five: ~80 min
     message = refused(lambda: paper_fig2.Parameters(seeds=seeds), "allow_long")
     assert "60 min" in message and "20 x the default run" in message
     assert paper_fig2.Parameters(seeds=seeds, allow_long=True).cost().startswith("work: ")

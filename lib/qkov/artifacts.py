@@ -9,8 +9,8 @@ side; :func:`verify_set` checks a set against its digests (the book does before 
 
 Where a set goes (:func:`output_dir`):
 - the run's ``artifacts_dir`` parameter, when given;
-- else, in the pipeline (``QKOV_PIPELINE=1``: ``snakemake``, through ``python -m qkov_tools
-  run --canonical``, and the test session), the figure's *canonical* folder
+- else, in the pipeline (``QKOV_PIPELINE=1``: set by the Snakefile's rules and by the test
+  session), the figure's *canonical* folder
   ``artifacts/<figure-id>/``, which the book shows - and only at the figure's default
   parameters (:func:`check_canonical`);
 - else a run folder of its own, ``artifacts/runs/<figure-id>-<hash of its parameters>/``:
@@ -34,7 +34,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -131,29 +131,52 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 
 DIGESTS = "files"  # the key of summary.json that holds the set's digests
-# Besides the set's files, a folder a set replaces may hold a previous set's files (drawings,
-# tables), our own temporaries, and a sweep's executed notebook; anything else is refused,
-# so that a mistyped artifacts_dir (".", a home folder) never loses a file.
-REPLACEABLE = re.compile(r"(figure(-[\w.-]+)?\.(png|pdf|svg)|[\w.-]+\.csv|summary\.json"
-                         r"|notebook\.ipynb|\..+\.tmp)")
+
+
+# Besides a previous set's files (summary.json among them), a folder a set replaces may hold
+# our own temporaries and a sweep's executed notebook; anything else is refused, so that a
+# mistyped artifacts_dir (".", a home folder, a folder of one's own tables) never loses a file.
+OUR_TEMPORARIES = re.compile(r"\..+\.tmp|notebook\.ipynb")
 
 
 def digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def check_replaceable(folder: Path) -> None:
-    """A ValueError naming the entries of ``folder`` that a set would replace but are not a
-    figure's files (nothing when it does not exist)."""
+def check_replaceable(folder: Path, names: Collection[str]) -> None:
+    """A ValueError naming ``folder`` unless a set of files ``names`` may replace it: it
+    does not exist, is empty, or holds a previous set (its summary.json, and only files
+    among ``names`` and our temporaries); and it is a plain folder (not a link, a mount
+    point, or the current folder or one above it) whose parent we may write, where the set
+    is put together."""
     folder = Path(folder)
+    where = f"output folder (artifacts_dir) {folder}"
+    if folder.is_symlink():
+        raise ValueError(f"{where}: is a symbolic link; give the folder it points to")
+    absolute = folder.resolve()
+    if absolute == Path.cwd().resolve() or absolute in Path.cwd().resolve().parents:
+        raise ValueError(f"{where}: is the current folder or holds it; a run replaces its "
+                         "whole folder: give it one of its own")
+    parent = absolute.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{where}: cannot write in {parent}, where the set is put together "
+                         "before it takes the folder's place")
     if not folder.exists():
         return
     if not folder.is_dir():
-        raise ValueError(f"output folder {folder}: exists and is not a folder")
-    foreign = sorted(e.name for e in folder.iterdir()
-                     if not (e.is_file() and REPLACEABLE.fullmatch(e.name)))
+        raise ValueError(f"{where}: exists and is not a folder")
+    if os.path.ismount(folder):
+        raise ValueError(f"{where}: is a mount point, which cannot be replaced; give a folder "
+                         "inside it")
+    entries = list(folder.iterdir())
+    foreign = sorted(e.name for e in entries if not (
+        e.is_file() and (e.name in names or OUR_TEMPORARIES.fullmatch(e.name))))
+    if not foreign and entries and not (folder / "summary.json").is_file():
+        foreign = ["no summary.json (not a previous run's set)"]
     if foreign:
-        raise ValueError(f"output folder {folder}: holds {', '.join(foreign[:5])}"
+        raise ValueError(f"{where}: holds {', '.join(foreign[:5])}"
                          f"{', ...' if len(foreign) > 5 else ''}, which are not a figure's "
                          "files; a run replaces its whole folder: give it one of its own")
 
@@ -164,7 +187,7 @@ def write_set(folder: Path, files: Mapping[str, bytes]) -> None:
     Linux's renameat2 can exchange the two; elsewhere the old folder is first moved aside).
     A run killed before the rename leaves the old set; readers never see a mix of two."""
     folder = Path(folder)
-    check_replaceable(folder)
+    check_replaceable(folder, files)
     folder.parent.mkdir(parents=True, exist_ok=True)
     _remove_abandoned(folder)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.{os.getpid()}.", suffix=".new",
@@ -204,7 +227,9 @@ def _swap_in(staging: Path, folder: Path) -> None:
 def _remove_abandoned(folder: Path) -> None:
     """Remove the temporary folders beside ``folder`` of runs killed while saving (named
     ``.<name>.<pid>.*.new`` or ``.old``, by a process that no longer exists)."""
-    pattern = re.compile(rf"\.{re.escape(folder.name)}\.(\d+)\..+\.(new|old)")
+    # mkdtemp's random part is 8 letters, digits or _: no dot, so a sibling named
+    # "<name>.<digits>" cannot pass for one of these.
+    pattern = re.compile(rf"\.{re.escape(folder.name)}\.(\d+)\.[a-z0-9_]{{8}}\.(new|old)")
     for entry in folder.parent.iterdir():
         match = pattern.fullmatch(entry.name)
         if match and entry.is_dir() and not _alive(int(match.group(1))):
@@ -291,8 +316,8 @@ LIBRARY_INPUTS = ("lib", "pyproject.toml")  # what every figure's code is made o
 OUTPUT_ONLY = ("artifacts_dir", "progress", "workers", "allow_long")
 # Parameters that say where a run reads its inputs (a dataset, another figure's summary):
 # they differ from machine to machine, so a canonical set may set them.
-INPUT_PATHS = ("fig2_summary", "hatexplain_dir", "agreement_tsv", "squad_train", "squad_dev",
-               "glove_path")
+# (Not theory-rescaling's fig2_summary: a canonical set reads paper-fig2's canonical one.)
+INPUT_PATHS = ("hatexplain_dir", "agreement_tsv", "squad_train", "squad_dev", "glove_path")
 
 
 def _given(parameters: Any) -> dict[str, Any]:

@@ -261,7 +261,8 @@ class FigureParameters:
         if self._cost is not None and self._cost["over"] and not self.allow_long:
             raise ParameterError("allow_long", f"{self._cost['text']}; that is above the "
                                  f"ceiling of {self._cost['ceiling']}: check the parameters, "
-                                 "or pass -p allow_long True to run it anyway")
+                                 "or pass -p allow_long True (in a sweep file: allow_long: true) to run it "
+                                 "anyway")
 
     def check(self) -> None:
         """Relations between fields, and derived values (set with ``object.__setattr__``)."""
@@ -325,7 +326,7 @@ class FigureParameters:
         if spec is not None and "artifacts_dir" in cls.names():
             from .artifacts import check_replaceable, output_dir
 
-            check_replaceable(output_dir(spec.id, p))
+            check_replaceable(output_dir(spec.id, p), spec.files)
         if p.cost() is not None:
             print(p.cost())
         return p
