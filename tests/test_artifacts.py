@@ -56,7 +56,7 @@ def test_where_a_run_writes(tmp_path, monkeypatch):
 
 @pytest.mark.notebook  # subprocesses or a real run: seconds
 def test_a_notebook_run_outside_the_pipeline_leaves_the_canonical_set_alone(tmp_path,
-                                                                            monkeypatch):
+                                                                            monkeypatch, capsys):
     """The probe: `papermill notebooks/paper-fig4.ipynb o.ipynb -y "ratios: [1]"` without
     artifacts_dir overwrote artifacts/paper-fig4/, which the book then showed as the figure.
     In the pipeline, the same parameters are refused before any work."""
@@ -66,10 +66,10 @@ def test_a_notebook_run_outside_the_pipeline_leaves_the_canonical_set_alone(tmp_
     monkeypatch.delenv(artifacts.PIPELINE_ENV, raising=False)
     namespace = {**paper_fig4.Parameters.defaults(), "ratios": [1], "M": 10}
     p = paper_fig4.Parameters.from_notebook(dict(namespace))
-    folder = plotting.publish(paper_fig4.SPEC, p, paper_fig4.threshold_rows(
-        paper_fig4.trajectories(p)), 0.0, {"figure": paper_fig4.plot(
-            paper_fig4.trajectories(p), p.thresholds)})
-    assert folder == artifacts.run_dir("paper-fig4", p)
+    plotting.publish(paper_fig4.SPEC, p, paper_fig4.threshold_rows(paper_fig4.trajectories(p)),
+                     0.0, {"figure": paper_fig4.plot(paper_fig4.trajectories(p), p.thresholds)})
+    folder = artifacts.run_dir("paper-fig4", p)
+    assert f"into {folder}" in capsys.readouterr().out
     assert sorted(f.name for f in folder.iterdir()) == sorted(paper_fig4.SPEC.files)
     assert not (tmp_path / "paper-fig4").exists()
     artifacts.verify_set(folder)

@@ -16,7 +16,7 @@ PUBLISH = """
 from qkov import plotting
 from qkov.figures import model_schematic as m
 rows = m.rows()
-print(plotting.publish(m.SPEC, m.Parameters(), rows, 0.0, {"figure": m.plot(rows)}))
+plotting.publish(m.SPEC, m.Parameters(), rows, 0.0, {"figure": m.plot(rows)})
 """
 
 CHECK = """
@@ -67,7 +67,7 @@ def test_qkov_imports_with_only_its_runtime_dependencies(tmp_path):
     result = subprocess.run([python, "-c", PUBLISH], capture_output=True, text=True, cwd=other,
                             env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    folder = Path(result.stdout.splitlines()[-1])
+    folder = Path(result.stdout.splitlines()[-1].split(" into ", 1)[1])  # "wrote ... into F"
     assert folder.parent == other / "artifacts" / "runs", folder
     assert not (other / "artifacts" / "model-schematic").exists()
     summary = (folder / "summary.json").read_text()

@@ -239,7 +239,7 @@ def save_figure(fig, folder: Path, stem: str = "figure") -> list[Path]:
 
 def publish(spec: FigureSpec, parameters: Any, rows: Sequence[Mapping[str, Any]],
             started: float, drawings: Mapping[str, Figure],
-            tables: Mapping[str, Any] | None = None) -> Path:
+            tables: Mapping[str, Any] | None = None) -> None:
     """The save cell of every figure notebook: the figure's set of files, written as a whole
     into its folder (:func:`qkov.artifacts.output_dir`: the run's ``artifacts_dir``, the
     canonical ``artifacts/<id>/`` in the pipeline, else a run folder of its own): each drawing
@@ -251,7 +251,8 @@ def publish(spec: FigureSpec, parameters: Any, rows: Sequence[Mapping[str, Any]]
     digest. The drawings and tables must be those the figure's ``spec`` declares (the
     pipeline expects exactly those files), each with alt text in the spec and text legible at
     the book's width (:func:`check_text_size`); anything else fails before a file is written.
-    Prints what it wrote (and where, unless into the canonical folder); returns the folder."""
+    Prints what it wrote (and where, unless into the canonical folder: the notebooks store
+    that line, so it names no machine's path)."""
     expected = {"drawings": sorted(d.stem for d in spec.drawings), "tables": sorted(spec.tables)}
     given = {"drawings": sorted(drawings), "tables": sorted(tables or {})}
     for kind in expected:
@@ -277,7 +278,6 @@ def publish(spec: FigureSpec, parameters: Any, rows: Sequence[Mapping[str, Any]]
     write_set(folder, files)
     where = "" if folder == default_dir(spec.id) else f" into {folder}"
     print("wrote", ", ".join(files) + where)
-    return folder
 
 
 def ratio_colors(ratios: Sequence[float]) -> list:
