@@ -5,7 +5,7 @@ import math
 import pytest
 
 from qkov.figures import paper_fig4
-from qkov.params import ParameterError, collect
+from qkov.params import FigureParameters, ParameterError, collect
 from qkov.theory import reduced
 
 # The figure's own defaults (tests/test_figures.py checks the notebook's cell
@@ -79,3 +79,36 @@ def test_bad_values_name_the_parameter_and_what_is_allowed(overrides, name, word
         paper_fig4.Parameters(**{**FIG4_DEFAULTS, **overrides})
     assert err.value.name == name
     assert f"parameter {name!r}" in str(err.value) and words in str(err.value)
+
+
+def test_the_cost_line_is_printed_first_and_stored_without_minutes(capsys, monkeypatch):
+    """A reader's run prints its estimated minutes; the pipeline's run (the one the timing
+    record times) prints the work alone, so its stored notebook changes only with the work.
+    Each costed notebook stores exactly the line its checks cell prints in the pipeline."""
+    import nbformat
+
+    from conftest import REPO
+    from qkov import artifacts
+    from qkov.figures import module, specs
+
+    monkeypatch.delenv(artifacts.PIPELINE_ENV, raising=False)
+    monkeypatch.setenv(artifacts.ARTIFACTS_ENV, "/nonexistent-qkov-artifacts")
+    costed = [s for s in specs().values()
+              if module(s.id).Parameters.work is not FigureParameters.work]
+    assert len(costed) == 5
+    for spec in costed:
+        Parameters = module(spec.id).Parameters
+        Parameters.from_notebook(Parameters.defaults())
+        reader = capsys.readouterr().out
+        monkeypatch.setenv(artifacts.PIPELINE_ENV, "1")
+        Parameters.from_notebook(Parameters.defaults())
+        pipeline = capsys.readouterr().out
+        monkeypatch.delenv(artifacts.PIPELINE_ENV)
+        assert reader.startswith("work: ") and (" min at the recorded rate" in reader
+                                                or "no timing record" in reader)
+        assert pipeline == reader.rsplit("; ", 1)[0] + ("; the pipeline records this run's time "
+                                                    "in benchmarks/results/figures-run.json\n")
+        nb = nbformat.read(REPO / spec.notebook, as_version=4)
+        stored = ["".join(o["text"]) for c in nb.cells if c.cell_type == "code"
+                  for o in c.get("outputs", []) if o.get("name") == "stdout"]
+        assert pipeline in stored, spec.id

@@ -261,8 +261,8 @@ class FigureParameters:
         if self._cost is not None and self._cost["over"] and not self.allow_long:
             raise ParameterError("allow_long", f"{self._cost['text']}; that is above the "
                                  f"ceiling of {self._cost['ceiling']}: check the parameters, "
-                                 "or pass -p allow_long True (in a sweep file: allow_long: true) to run it "
-                                 "anyway")
+                                 "or pass -p allow_long True (in a sweep file: "
+                                 "allow_long: true) to run it anyway")
 
     def check(self) -> None:
         """Relations between fields, and derived values (set with ``object.__setattr__``)."""
@@ -287,12 +287,13 @@ class FigureParameters:
         recorded = recorded_seconds(figure.id) if figure is not None else None
         if recorded is None:
             return {"text": text + "; no timing record here to estimate minutes from",
-                    "over": times > CEILING_TIMES_DEFAULT,
+                    "work": text, "over": times > CEILING_TIMES_DEFAULT,
                     "ceiling": f"{CEILING_TIMES_DEFAULT:g} x the default run"}
         minutes = times * recorded[0] / 60
         return {"text": text + f"; estimated {minutes:.2g} min at the recorded rate "
                                f"({TIMING_RECORD})",
-                "over": minutes > CEILING_MINUTES, "ceiling": f"{CEILING_MINUTES:g} min"}
+                "work": text, "over": minutes > CEILING_MINUTES,
+                "ceiling": f"{CEILING_MINUTES:g} min"}
 
     def cost(self) -> str | None:
         """The run's work and estimated minutes, as the notebook prints them first."""
@@ -317,7 +318,7 @@ class FigureParameters:
         the run will write (:func:`qkov.artifacts.output_dir`: refused before any
         work if it is the canonical folder and the parameters are not the defaults, or a
         folder that holds other files); prints the run's cost first where the figure counts
-        it."""
+        it (in the pipeline, the work alone: the record times that run)."""
         p = cls(**collect(namespace, cls.names()))
         for name in cls.names():  # the notebook's later cells see 1e-3 from YAML as 0.001 too
             if _has_text(namespace[name]) and not _has_text(getattr(p, name)):
@@ -328,7 +329,12 @@ class FigureParameters:
 
             check_replaceable(output_dir(spec.id, p), spec.files)
         if p.cost() is not None:
-            print(p.cost())
+            from .artifacts import pipeline_run
+
+            # The pipeline's runs are the ones the record times: their stored notebooks show
+            # the work alone, so that they change only when the work does.
+            print(f"{p._cost['work']}; the pipeline records this run's time in {TIMING_RECORD}"
+                  if pipeline_run() else p.cost())
         return p
 
     @classmethod
