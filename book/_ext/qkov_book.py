@@ -73,7 +73,7 @@ from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-from qkov.artifacts import INPUT_PATHS, OUTPUT_ONLY, default_dir, differing, verify_set
+from qkov.artifacts import default_dir, not_canonical, verify_set
 from qkov.figures import module, specs
 from qkov.spec import DRAWING_FORMATS, Drawing, FigureSpec
 
@@ -432,8 +432,8 @@ def set_problems(srcdir: Path) -> list[str]:
         except ValueError as exc:
             problems.append(str(exc))
             continue
-        custom = differing(summary.get("parameters", {}), module(spec.id).Parameters.defaults(),
-                           (*OUTPUT_ONLY, *INPUT_PATHS))
+        custom = not_canonical(summary.get("parameters", {}),
+                               module(spec.id).Parameters.defaults())
         if custom:
             problems.append(f"{folder}: made with parameters other than the figure's defaults "
                             f"({', '.join(custom)}), so it is not the figure; move it away and "

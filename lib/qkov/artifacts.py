@@ -95,7 +95,7 @@ def check_canonical(figure_id: str, parameters: Any) -> None:
     as the figure."""
     if not hasattr(parameters, "defaults"):
         return  # a plain mapping: no defaults to hold it to
-    custom = differing(parameters.given, parameters.defaults(), (*OUTPUT_ONLY, *INPUT_PATHS))
+    custom = not_canonical(parameters.given, parameters.defaults())
     if custom:
         raise ValueError(
             f"{figure_id}: the canonical folder {default_dir(figure_id)} holds the figure at "
@@ -331,6 +331,12 @@ def differing(given: Mapping[str, Any], defaults: Mapping[str, Any],
     ``ignore`` aside."""
     return sorted(k for k in {*given, *defaults}
                   if k not in ignore and _plain(given.get(k)) != _plain(defaults.get(k)))
+
+
+def not_canonical(given: Mapping[str, Any], defaults: Mapping[str, Any]) -> list[str]:
+    """The parameters that keep a run with ``given`` from being the figure's canonical set:
+    those that differ from its ``defaults``, aside from OUTPUT_ONLY and INPUT_PATHS."""
+    return differing(given, defaults, (*OUTPUT_ONLY, *INPUT_PATHS))
 
 
 def custom_parameters(parameters: Any) -> list[str] | None:

@@ -125,8 +125,11 @@ def number_list(
     below: float | None = None,
     at_most: float | None = None,
     max_items: int | None = None,
+    distinct: bool = False,
 ) -> list[float]:
-    """A non-empty list of numbers, each checked as by :func:`number`.
+    """A non-empty list of numbers, each checked as by :func:`number`; with ``distinct``,
+    no two alike as written (``f"{x:g}"``, as they name runs: two runs of one name fail
+    their training, after part of the work).
 
     A string here usually means ``papermill -p name "[...]"``, which passes text: say how to
     pass a list instead.
@@ -147,6 +150,11 @@ def number_list(
             checked.append(number(name, item, above=above, below=below, at_most=at_most))
         except ParameterError as err:
             raise ParameterError(name, f"item {i}: {str(err).split(': ', 1)[1]}") from None
+    if distinct:
+        written = [f"{x:g}" for x in checked]
+        repeated = [w for w in written if written.count(w) > 1]
+        if repeated:
+            raise ParameterError(name, f"expected distinct values, got {repeated[0]} twice")
     return checked
 
 
@@ -320,9 +328,7 @@ class FigureParameters:
         folder that holds other files); prints the run's cost first where the figure counts
         it (in the pipeline, the work alone: the record times that run)."""
         p = cls(**collect(namespace, cls.names()))
-        for name in cls.names():  # the notebook's later cells see 1e-3 from YAML as 0.001 too
-            if _has_text(namespace[name]) and not _has_text(getattr(p, name)):
-                namespace[name] = getattr(p, name)
+        namespace.update(p.given)  # the notebook's later cells see 1e-3 from YAML as 0.001 too
         spec = cls.spec()
         if spec is not None and "artifacts_dir" in cls.names():
             from .artifacts import check_replaceable, output_dir

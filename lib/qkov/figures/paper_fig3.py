@@ -16,7 +16,6 @@ import numpy as np
 
 from ..params import (
     FigureParameters,
-    ParameterError,
     Work,
     boolean,
     integer,
@@ -70,20 +69,12 @@ MAX_EVAL_BATCHES = 10_000
 EVAL_BATCH_WEIGHT = 0.7
 
 
-def _alphas(name, value) -> list[float]:
-    alphas = number_list(name, value, above=0, at_most=1)
-    written = [f"{a:g}" for a in alphas]  # as they name the runs
-    repeated = [w for w in written if written.count(w) > 1]
-    if repeated:
-        raise ParameterError(name, f"expected distinct values, got {repeated[0]} twice")
-    return alphas
-
-
 @dataclass(frozen=True)
 class Parameters(FigureParameters):
     """The notebook's parameters (defaults: paper scale, five seeds)."""
 
-    alphas: list = parameter(list(ALPHAS), _alphas)  # fixed attention mass, in (0, 1]
+    alphas: list = parameter(list(ALPHAS), number_list, above=0, at_most=1,
+                             distinct=True)  # fixed attention mass, in (0, 1]
     epochs: int = parameter(500, integer, minimum=1)  # paper: 500
     batches_per_epoch: int = parameter(250, integer, minimum=1)  # paper: 250
     seeds: list = parameter(list(SEEDS), seed_list)  # one run per OV circuit, alpha and seed

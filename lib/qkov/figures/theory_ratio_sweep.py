@@ -86,18 +86,8 @@ def _length(name, value):
     return tasks.check_length(integer(name, value, 3, maximum=MAX_T))
 
 
-def _distinct(name: str, values: list) -> list:
-    """Values that name runs (as ``f"{value:g}"``) must be distinct: two equal names fail
-    the training, after the first part of the work."""
-    written = [f"{v:g}" for v in values]
-    repeated = [w for w in written if written.count(w) > 1]
-    if repeated:
-        raise ParameterError(name, f"expected distinct values, got {repeated[0]} twice")
-    return values
-
-
 def _ratios(name, value) -> list[float]:
-    return _distinct(name, number_list(name, value, above=0, at_most=theory.MAX_RATIO))
+    return number_list(name, value, above=0, at_most=theory.MAX_RATIO, distinct=True)
 
 
 def _variants(name: str, value) -> list[SweepCondition]:
