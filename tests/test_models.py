@@ -154,3 +154,48 @@ def test_identity_init_and_default_init():
 def test_bad_specs_are_refused(bad):
     with pytest.raises(ValueError, match="parameter"):
         M.ModelSpec("CACO", **bad)
+
+
+@pytest.mark.parametrize("parameterization", PARAMETERIZATIONS)
+def test_without_the_shortcut_the_query_does_not_attend_to_itself(parameterization):
+    batch = tasks.sample_tokens(torch.Generator().manual_seed(4), 32, 64, shortcut=False)
+    counts = batch.to_counts(shortcut=False)
+    spec = M.ModelSpec(parameterization)
+    p = M.init_parameters(spec, torch.Generator().manual_seed(2))
+    z_dense, a_pos = M.dense_logits(p, batch.inputs, shortcut=False)
+    z_counts, a_tok = M.count_logits(p, counts.counts, counts.classes)
+    assert (a_pos[:, -1] == 0).all()  # the query's own position
+    assert torch.allclose(z_dense, z_counts, atol=1e-5)
+    queries = tasks.query_token(batch.classes)
+    assert (a_tok.gather(1, queries[:, None]) == 0).all()
+
+
+def test_factor_measures_give_the_rate_factor_and_the_authors_conserved_quantity():
+    specs = [M.ModelSpec("CACO"), M.ModelSpec("CAFO", ov_init="identity"),
+             M.ModelSpec("FACO", qk_init="default"), M.ModelSpec("FAFO", qk_init="identity",
+                                                                  ov_init="default")]
+    order = M.ensemble_order(specs)
+    specs = [specs[i] for i in order]
+    ensemble = M.Ensemble(specs, [torch.Generator().manual_seed(i) for i in range(4)])
+    c = ensemble.circuits()
+    by_name = {s.parameterization: k for k, s in enumerate(specs)}
+    # collapsed circuits: rate 1, no conserved quantity
+    assert c["rate_qk"][by_name["CACO"]] == 1 and c["rate_ov"][by_name["CACO"]] == 1
+    assert torch.isnan(c["conserved_qk"][by_name["CAFO"]])
+    # factors at 1e-6 I: phi^2 + psi^2 = 2e-12, balanced (the quantity is 0)
+    assert c["rate_ov"][by_name["CAFO"]] == pytest.approx(2e-12, rel=1e-6)
+    assert c["conserved_ov"][by_name["CAFO"]] == 0
+    # PyTorch's default initialisation: each diagonal entry of a Gram ~ 50 / 150 = 1/3
+    for name, circuit in (("FACO", "qk"), ("FAFO", "ov")):
+        assert c[f"rate_{circuit}"][by_name[name]] == pytest.approx(2 / 3, rel=0.15)
+        assert 0.5 < c[f"conserved_{circuit}"][by_name[name]] < 1.5  # random: unbalanced
+    # by hand for one member: W = A B with A = W_Q^T, B = W_K
+    k = by_name["FACO"]
+    a, b = ensemble.params["W_Q"][k].double().T, ensemble.params["W_K"][k].double()
+    rows = (a @ a.T).diagonal()[M.RATE_ROWS["qk"]].mean()
+    columns = (b.T @ b).diagonal()[M.RATE_COLUMNS].mean()
+    assert c["rate_qk"][k] == pytest.approx(float(rows + columns), rel=1e-12)
+    quantity = a.T @ a - b @ b.T
+    expected = torch.linalg.norm(quantity) / max(torch.linalg.norm(a.T @ a),
+                                                 torch.linalg.norm(b @ b.T))
+    assert c["conserved_qk"][k] == pytest.approx(float(expected), rel=1e-12)

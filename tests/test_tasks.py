@@ -83,3 +83,30 @@ def test_counts_are_the_tokens_of_the_same_draws():
 def test_bad_length_is_refused():
     with pytest.raises(ValueError, match="parameter 'T'"):
         tasks.sample_tokens(torch.Generator(), 4, 2)
+
+
+def test_without_the_shortcut_the_query_token_is_out_of_the_context_and_the_counts():
+    dense = tasks.sample_tokens(torch.Generator().manual_seed(5), 4000, 64, shortcut=False)
+    context = dense.tokens[:, :-2]
+    queries = tasks.query_token(dense.classes)
+    assert not (context == queries[:, None]).any()  # never drawn into the context
+    assert (dense.tokens[:, -2] == queries).all()  # but still the query
+    counts = tasks.sample_counts(torch.Generator().manual_seed(5), 4000, 64, shortcut=False)
+    assert torch.equal(counts.counts, dense.to_counts(shortcut=False).counts)
+    assert (counts.counts.sum(1) == 62).all()  # the T - 2 context tokens, not the query
+    assert (counts.counts.gather(1, queries[:, None]) == 0).all()
+    # the other tokens keep their relative weights: the class distribution renormalised
+    weights = tasks.class_distributions()[0].clone()
+    weights[tasks.query_token(0)] = 0
+    mine = counts.counts[counts.classes == 0].sum(0)
+    assert torch.allclose(mine / mine.sum(), (weights / weights.sum()).float(), atol=4e-3)
+    assert tasks.uniform_distinct_share(False) == pytest.approx(5.5 / 14.5)
+    assert tasks.uniform_distinct_share() == pytest.approx(5.5 / 15.5)
+
+
+def test_a_stream_without_the_shortcut_is_its_own_stream():
+    a = tasks.DataStream(7, 64, 32).chunk_at(0)
+    b = tasks.DataStream(7, 64, 32, shortcut=False).chunk_at(0)
+    assert torch.equal(a.classes, b.classes)  # the same generator, drawn the same way
+    assert not torch.equal(a.counts, b.counts)
+    assert (b.counts.sum(1) == 62).all() and (a.counts.sum(1) == 63).all()

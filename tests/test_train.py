@@ -109,7 +109,7 @@ def test_epoch_callback_sees_the_runs_circuits_at_once():
     results = trainer.train([run("a", epochs=2), run("b", "FAFO", epochs=3),
                        run("c", "CAFO", epochs=3, batches_per_epoch=10)],
                       progress=False, epoch_callback=callback)
-    names = ["W_OV", "W_QK", "b"]
+    names = ["W_OV", "W_QK", "b", "conserved_ov", "conserved_qk", "rate_ov", "rate_qk"]
     assert (["a", "b", "c"], 0, names) in seen and (["a", "b"], 1, names) in seen
     assert (["c"], 1, names) in seen and (["c"], 2, names) in seen and (["b"], 3, names) in seen
     assert [r.epoch_callback_values for r in results] == [
@@ -171,3 +171,27 @@ def test_split_balances_the_work_and_keeps_streams_together():
                    for i in other)
     lone = trainer._split([run(f"s{i}", epochs=i + 1) for i in range(5)], 2)  # one stream
     assert len(lone) == 2
+
+
+def test_the_authors_early_stop_sums_epoch_means_until_every_hundredth_epoch():
+    """The authors' rule: a running sum of epoch means, reset after the test at epochs 100,
+    200, ...; right after a reset it is one epoch's mean, so a run whose epoch losses are
+    already below the threshold stops at epoch 1 (the sum is one epoch) or at 101."""
+    def losses_of(rule, threshold, epochs=103):
+        return trainer.train([run("x", "CACO", epochs=epochs, batches_per_epoch=5, lr_qk=0.5,
+                                  lr_ov=0.5, early_stop_loss=threshold,
+                                  early_stop_rule=rule)], progress=False)[0]
+
+    free = losses_of("epoch", None)
+    means = free.epoch_losses
+    # a threshold the epoch rule reaches at some epoch e in 2..99: the authors' rule there
+    # needs the sum of e epoch means, which is far larger, so it waits for epoch 101
+    threshold = float(means[39])
+    first = int(np.argmax(means <= threshold)) + 1
+    assert 2 <= first <= 99 and means[:100].sum() > threshold
+    ours, theirs = losses_of("epoch", threshold), losses_of("authors", threshold)
+    assert ours.epochs_run == first and ours.early_stopped
+    assert theirs.epochs_run == 101 and theirs.early_stopped
+    assert np.array_equal(theirs.epoch_losses, means[:101])  # the same training, longer
+    with pytest.raises(ValueError, match="early_stop_rule"):
+        run("x", early_stop_rule="sometimes")

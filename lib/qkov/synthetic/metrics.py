@@ -72,9 +72,9 @@ class Evaluation:
 
 
 def held_out_batches(seed: int, T: int, n_batches: int, batch_size: int = 32,
-                     per_class: bool = False):
+                     per_class: bool = False, shortcut: bool = True):
     """Held-out sequences of a run: a stream of their own (not the training stream)."""
-    stream = tasks.DataStream(derived_seed(seed, "eval"), T, batch_size, per_class)
+    stream = tasks.DataStream(derived_seed(seed, "eval"), T, batch_size, per_class, shortcut)
     batches = [stream.batch_at(k) for k in range(n_batches)]
     return tasks.CountBatch(torch.cat([b.classes for b in batches]),
                             torch.cat([b.counts for b in batches]))

@@ -172,11 +172,13 @@ def count_logits(p, counts, classes, fixed_alpha=None):
     return a @ w_ov.transpose(-1, -2) + p["b"].unsqueeze(-2), a
 
 
-def dense_logits(p, tokens, fixed_alpha=None, classes=None):
+def dense_logits(p, tokens, fixed_alpha=None, classes=None, shortcut: bool = True):
     """(logits, attention over positions) on dense sequences ``tokens`` (B, T-1).
 
     The straightforward computation on one-hot (B, T-1, 50) tensors, for checking the
-    counts path and as the benchmark's baseline shape.
+    counts path and as the benchmark's baseline shape. ``shortcut=False``: the query (the
+    last position) does not attend to itself (the task without the shortcut, see
+    :mod:`qkov.synthetic.tasks`); its own attention weight is 0.
     """
     x = torch.nn.functional.one_hot(tokens, V).float()
     if fixed_alpha is not None:
@@ -189,10 +191,65 @@ def dense_logits(p, tokens, fixed_alpha=None, classes=None):
         w_qk, _ = effective(p)
         query = x[:, -1] @ w_qk  # (B, V): the query's row of W_QK
         scores = torch.einsum("bv,btv->bt", query, x) * SCALE
+        if not shortcut:
+            scores[:, -1] = -math.inf
         a = torch.softmax(scores, dim=-1)
     h = torch.einsum("bt,btv->bv", a, x)
     _, w_ov = effective(p)
     return h @ w_ov.T + p["b"], a
+
+
+# --- what the factors say -------------------------------------------------------------------
+
+# The tokens a circuit's gradient reaches. Rows: the QK circuit's gradient lives on the query
+# tokens' rows of W_QK, the OV circuit's on the target tokens' rows of W_OV (with the
+# attended mix of tokens as input). Columns: the class-identifying tokens (every class's
+# distinct tokens and the query tokens), where training moves both circuits.
+RATE_ROWS = {"qk": tasks.query_token(torch.arange(tasks.N_CLASSES)),
+             "ov": tasks.target_token(torch.arange(tasks.N_CLASSES))}
+RATE_COLUMNS = torch.cat([tasks.distinct_mask().any(0).nonzero().flatten(),
+                          tasks.query_token(torch.arange(tasks.N_CLASSES))])
+
+
+def factor_measures(p: dict, specs: list[ModelSpec]) -> dict[str, torch.Tensor]:
+    """Per member (stacked parameters ``p`` in the ensemble's all-factorized storage) and
+    circuit, float64 (E,):
+
+    * ``rate_qk``, ``rate_ov``: the factor of the circuit's effective learning rate. Gradient
+      flow on ``W = A B`` moves ``W`` as ``-eta (A A^T G + G B^T B)`` (the theory chapter's
+      eq-theory-product-flow): the gradient is scaled by ``A A^T`` on its rows and
+      ``B^T B`` on its columns. The rate factor is the mean diagonal of ``A A^T`` over the
+      rows the gradient reaches (:data:`RATE_ROWS`) plus the mean diagonal of ``B^T B`` over
+      the class-identifying columns (:data:`RATE_COLUMNS`): ``phi^2 + psi^2`` of the theory's
+      one-direction model. 1 for a collapsed circuit; about 2/3 for a pair at PyTorch's
+      default initialisation; 2e-12 for a pair at 1e-6 I.
+    * ``conserved_qk``, ``conserved_ov``: the authors' measure of the conserved quantity
+      ``A^T A - B B^T`` (their notebooks, Fig. 2 row 1, CAFO): its Frobenius norm over the
+      larger norm of its two terms (0 for balanced factors; gradient flow keeps the
+      quantity, not this ratio). NaN for a collapsed circuit.
+    """
+    E = len(specs)
+    out = {}
+    # (A, B) of W = A B: QK: A = W_Q^T, B = W_K; OV: A = W_O, B = W_V.
+    for circuit, a_name, b_name, transpose_a in (("qk", "W_Q", "W_K", True),
+                                                 ("ov", "W_O", "W_V", False)):
+        factorized = torch.tensor([spec.qk == "factorized" if circuit == "qk"
+                                   else spec.ov == "factorized" for spec in specs])
+        rate = torch.ones(E, dtype=torch.float64)
+        conserved = torch.full((E,), math.nan, dtype=torch.float64)
+        if a_name in p and factorized.any():
+            a = p[a_name][factorized].double()
+            a = a.transpose(1, 2) if transpose_a else a
+            b = p[b_name][factorized].double()
+            rows = (a[:, RATE_ROWS[circuit]] ** 2).sum(-1).mean(-1)  # diag(A A^T) on the rows
+            columns = (b[:, :, RATE_COLUMNS] ** 2).sum(1).mean(-1)  # diag(B^T B), columns
+            rate[factorized] = rows + columns
+            ata, bbt = a.transpose(1, 2) @ a, b @ b.transpose(1, 2)
+            norm = torch.linalg.matrix_norm
+            conserved[factorized] = norm(ata - bbt) / torch.maximum(
+                torch.maximum(norm(ata), norm(bbt)), torch.tensor(1e-300))
+        out[f"rate_{circuit}"], out[f"conserved_{circuit}"] = rate, conserved
+    return out
 
 
 # --- ensembles -----------------------------------------------------------------------------
@@ -379,10 +436,17 @@ class Ensemble:
 
     def circuits(self, index=None) -> dict[str, torch.Tensor]:
         """The effective circuits of the members at ``index`` (all by default), stacked:
-        ``W_QK`` (absent for fixed attention), ``W_OV`` and ``b``."""
+        ``W_QK`` (absent for fixed attention), ``W_OV`` and ``b``; and per member and
+        circuit (``qk``, ``ov``) what its factors say about its training
+        (:func:`factor_measures`): ``rate_qk``, ``rate_ov`` and ``conserved_qk``,
+        ``conserved_ov``, float64 (E,)."""
         p = {k: v if index is None else v[index] for k, v in self.params.items()}
         w_qk, w_ov = effective(p)
-        return ({} if w_qk is None else {"W_QK": w_qk}) | {"W_OV": w_ov, "b": p["b"].clone()}
+        specs = [self.specs[i] for i in (range(len(self)) if index is None
+                                         else torch.as_tensor(index).tolist())]
+        measures = factor_measures(p, specs)
+        return ({} if w_qk is None else {"W_QK": w_qk}) | {"W_OV": w_ov, "b": p["b"].clone()} \
+            | measures
 
     def batch(self, counts: torch.Tensor, classes: torch.Tensor) -> EnsembleBatch:
         """Data for :meth:`step` from counts (..., E, B, V) and classes (..., E, B)."""

@@ -10,6 +10,14 @@ predicts the last.
 The model has no positional information, so the bag of token counts of the ``T-1`` read
 tokens (plus the class, which fixes the query and the target) is a sufficient statistic:
 :class:`CountBatch` carries it, and :class:`TokenBatch` the dense sequences it summarises.
+
+**The query-token shortcut.** The query token ``5+c`` is one of the common tokens, so it
+also occurs in the context, and it identifies the class as well as the distinct tokens do:
+attention on it is a second route to the answer. With ``shortcut=False`` (the causal test of
+the theory chapter) that route is cut: the context is drawn from the class distribution with
+the query token's weight set to 0 (the other weights renormalised), and the query does not
+attend to its own position - only to the ``T-2`` context positions. The distinct tokens are
+then the only tokens of the context that carry the class.
 """
 
 from __future__ import annotations
@@ -52,12 +60,19 @@ def class_distributions() -> torch.Tensor:
 _SLOTS = 10 * N_COMMON + sum(range(1, N_DISTINCT + 1))  # tenths of weight per class: 155
 
 
+def slots(shortcut: bool = True) -> int:
+    """Tenths of context weight per class: 155, or 145 without the query token's 10."""
+    return _SLOTS if shortcut else _SLOTS - 10
+
+
 @functools.cache
-def _slot_tables() -> torch.Tensor:
-    """(4, 155) int64: token of each tenth of weight; token v fills weight(v) * 10 slots."""
+def _slot_tables(shortcut: bool = True) -> torch.Tensor:
+    """(4, slots(shortcut)) int64: token of each tenth of weight; token v fills weight(v) * 10
+    slots (none for the query token 5+c without the shortcut)."""
     tables = []
     for c in range(N_CLASSES):
-        tokens = [v for v in range(N_COMMON) for _ in range(10)]
+        tokens = [v for v in range(N_COMMON) for _ in range(10)
+                  if shortcut or v != query_token(c)]
         tokens += [v for j, v in enumerate(distinct_tokens(c)) for _ in range(j + 1)]
         tables.append(tokens)
     return torch.tensor(tables)
@@ -69,11 +84,11 @@ def support_tokens() -> torch.Tensor:
                          for c in range(N_CLASSES)])
 
 
-def uniform_distinct_share() -> float:
-    """Share of a class's context weight on its distinct tokens (5.5 / 15.5): the attention
-    mass on them, in expectation, of attention spread uniformly over the context."""
-    weights = class_distributions()
-    return float((weights * distinct_mask()).sum(1)[0])
+def uniform_distinct_share(shortcut: bool = True) -> float:
+    """Share of a class's context weight on its distinct tokens (5.5 / 15.5; 5.5 / 14.5
+    without the shortcut, whose context lacks the query token): the attention mass on them,
+    in expectation, of attention spread uniformly over the context."""
+    return sum(range(1, N_DISTINCT + 1)) / slots(shortcut)
 
 
 def distinct_mask() -> torch.Tensor:
@@ -124,10 +139,9 @@ class TokenBatch:
     def targets(self) -> torch.Tensor:
         return self.tokens[:, -1]
 
-    def to_counts(self) -> CountBatch:
-        counts = torch.zeros(len(self.classes), VOCAB)
-        counts.scatter_add_(1, self.inputs, torch.ones(self.inputs.shape))
-        return CountBatch(self.classes, counts)
+    def to_counts(self, shortcut: bool = True) -> CountBatch:
+        """The bag of tokens the query attends to (without the shortcut: the context only)."""
+        return _counts(self.classes, self.tokens[:, :-2], shortcut)
 
 
 def sample_classes(generator: torch.Generator, batch: int, per_class: bool = False):
@@ -138,9 +152,9 @@ def sample_classes(generator: torch.Generator, batch: int, per_class: bool = Fal
 
 
 def _draw_slots(generator: torch.Generator, batch: int, T: int, per_class: bool,
-                repeats: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+                repeats: int = 1, shortcut: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """(classes, slots (rows, T-2)) of ``repeats`` consecutive batches: context token l of
-    row r is ``_slot_tables()[classes[r], slots[r, l]]``.
+    row r is ``_slot_tables(shortcut)[classes[r], slots[r, l]]``.
 
     One call draws what ``repeats`` calls of ``batch`` rows would (the generator is read in
     the same order), so a stream can sample many batches at once.
@@ -152,59 +166,66 @@ def _draw_slots(generator: torch.Generator, batch: int, T: int, per_class: bool,
         classes = sample_classes(generator, batch * repeats)
     # Every weight is a whole number of tenths (155 in all per class), so a uniform slot
     # among 155 looked up in a table is an exact draw, and far faster than multinomial.
-    return classes, torch.randint(_SLOTS, (len(classes), T - 2), generator=generator)
+    return classes, torch.randint(slots(shortcut), (len(classes), T - 2), generator=generator)
 
 
-def _draw(generator: torch.Generator, batch: int, T: int, per_class: bool, repeats: int = 1
-          ) -> tuple[torch.Tensor, torch.Tensor]:
+def _draw(generator: torch.Generator, batch: int, T: int, per_class: bool, repeats: int = 1,
+          shortcut: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """(classes, context tokens (rows, T-2)) of ``repeats`` consecutive batches."""
-    classes, slots = _draw_slots(generator, batch, T, per_class, repeats)
+    classes, drawn = _draw_slots(generator, batch, T, per_class, repeats, shortcut)
     # The tables' flat index of each slot; index_select reads them several times faster
     # than torch.take does.
-    index = slots.add_(classes.unsqueeze(1) * _SLOTS)
-    return classes, _slot_tables().view(-1).index_select(0, index.view(-1)).view_as(index)
+    index = drawn.add_(classes.unsqueeze(1) * slots(shortcut))
+    return classes, _slot_tables(shortcut).view(-1).index_select(0, index.view(-1)
+                                                                 ).view_as(index)
 
 
 def _draw_counts(generator: torch.Generator, batch: int, T: int, per_class: bool,
-                 repeats: int = 1) -> CountBatch:
+                 repeats: int = 1, shortcut: bool = True) -> CountBatch:
     """The counts of :func:`_draw`'s sequences (the same draws)."""
-    return _counts(*_draw(generator, batch, T, per_class, repeats))
+    return _counts(*_draw(generator, batch, T, per_class, repeats, shortcut), shortcut)
 
 
-def sample_tokens(generator: torch.Generator, batch: int, T: int, per_class: bool = False
-                  ) -> TokenBatch:
+def sample_tokens(generator: torch.Generator, batch: int, T: int, per_class: bool = False,
+                  shortcut: bool = True) -> TokenBatch:
     """Dense sequences of length T (context, query, target)."""
-    classes, context = _draw(generator, batch, T, per_class)
+    classes, context = _draw(generator, batch, T, per_class, shortcut=shortcut)
     tokens = torch.cat([context, query_token(classes)[:, None], target_token(classes)[:, None]],
                        dim=1)
     return TokenBatch(classes, tokens)
 
 
-def _counts(classes: torch.Tensor, context: torch.Tensor) -> CountBatch:
+def _counts(classes: torch.Tensor, context: torch.Tensor, shortcut: bool = True) -> CountBatch:
+    """Counts of the tokens the query attends to: the context and, with the shortcut, the
+    query's own position."""
     counts = torch.zeros(len(classes), VOCAB)
     counts.scatter_add_(1, context, torch.ones(context.shape))
-    counts[torch.arange(len(classes)), query_token(classes)] += 1.0
+    if shortcut:
+        counts[torch.arange(len(classes)), query_token(classes)] += 1.0
     return CountBatch(classes, counts)
 
 
-def sample_counts(generator: torch.Generator, batch: int, T: int, per_class: bool = False
-                  ) -> CountBatch:
+def sample_counts(generator: torch.Generator, batch: int, T: int, per_class: bool = False,
+                  shortcut: bool = True) -> CountBatch:
     """The same distribution as :func:`sample_tokens`, as token counts (the same draws)."""
-    return _draw_counts(generator, batch, T, per_class)
+    return _draw_counts(generator, batch, T, per_class, shortcut=shortcut)
 
 
 class DataStream:
-    """An endless, reproducible stream of count batches for one (seed, T, batch size).
+    """An endless, reproducible stream of count batches for one (seed, T, batch size, task).
 
-    Batch ``k`` of the stream depends only on the seed, T, the batch size and ``k``: it is
-    drawn in fixed-size chunks from a generator of its own, so every model that trains on
-    the stream sees the same data however long it trains or whatever else trains with it.
+    Batch ``k`` of the stream depends only on the seed, T, the batch size, the task (with or
+    without the shortcut) and ``k``: it is drawn in fixed-size chunks from a generator of its
+    own, so every model that trains on the stream sees the same data however long it trains
+    or whatever else trains with it.
     """
 
     CHUNK = 50
 
-    def __init__(self, seed: int, T: int, batch: int, per_class: bool = False):
+    def __init__(self, seed: int, T: int, batch: int, per_class: bool = False,
+                 shortcut: bool = True):
         self.seed, self.T, self.batch, self.per_class = seed, check_length(T), batch, per_class
+        self.shortcut = shortcut
         self._generator = seeding.generator(seed)
         self._chunk_start = 0
         self._chunk: CountBatch | None = None
@@ -238,6 +259,6 @@ class DataStream:
 
     def _draw_chunk(self) -> None:
         self._chunk = _draw_counts(self._generator, self.batch, self.T, self.per_class,
-                                   repeats=self.CHUNK)
+                                   repeats=self.CHUNK, shortcut=self.shortcut)
         self._chunk_start = self._next_chunk
         self._next_chunk += self.CHUNK

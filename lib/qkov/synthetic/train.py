@@ -3,7 +3,8 @@
 A :class:`RunConfig` describes one model's training: its architecture (:class:`ModelSpec`),
 its seed, the learning rates of the QK and the OV circuit, a constant multiplier or linear
 ramp on the QK rate, epochs of ``batches_per_epoch`` fresh batches, an optional early stop
-at a mean epoch loss. :func:`train` trains a list of them together:
+at a mean epoch loss (by the companion's rule or the authors', :data:`EARLY_STOP_RULES`).
+:func:`train` trains a list of them together:
 
 * all members (all four parameterizations; fixed-attention members apart) are stacked
   into one :class:`~qkov.synthetic.models.Ensemble` and updated by one call per step, a
@@ -37,6 +38,18 @@ class TrainingDiverged(RuntimeError):
     """A run's loss became NaN or infinite."""
 
 
+# When a run with ``early_stop_loss`` stops:
+#   "epoch":   after the first epoch whose mean training loss is at most early_stop_loss;
+#   "authors": as the authors' notebooks do (Fig. 2): they add each epoch's mean loss to a
+#              running sum that is reset only every AUTHORS_RESET_EPOCHS epochs (after the
+#              test), and stop once the sum is at most early_stop_loss. Right after a reset
+#              the sum is one epoch's mean, so the stop fires in practice only at epochs
+#              1, 101, 201, ... (later in a window only if the sum of several epochs is that
+#              small).
+EARLY_STOP_RULES = ("epoch", "authors")
+AUTHORS_RESET_EPOCHS = 100
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """One model's training run.
@@ -59,8 +72,13 @@ class RunConfig:
     T: int = 64
     early_stop_loss: float | None = None
     per_class_batches: bool = False
+    shortcut: bool = True  # False: the task without the query-token shortcut (tasks)
+    early_stop_rule: str = "epoch"  # see EARLY_STOP_RULES
 
     def __post_init__(self):
+        if self.early_stop_rule not in EARLY_STOP_RULES:
+            raise ValueError(f"run {self.name!r}: parameter 'early_stop_rule': expected one "
+                             f"of {EARLY_STOP_RULES}, got {self.early_stop_rule!r}")
         for name in ("epochs", "batches_per_epoch", "batch_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -83,7 +101,7 @@ class RunConfig:
 
     @property
     def stream_key(self) -> tuple:
-        return self.seed, self.T, self.batch_size, self.per_class_batches
+        return self.seed, self.T, self.batch_size, self.per_class_batches, self.shortcut
 
 
 @dataclass
@@ -294,9 +312,9 @@ def _train_together(configs, progress, epoch_callback, desc, position=0):
     streams = {}
     for c in configs:
         if c.stream_key not in streams:
-            seed, T, batch, per_class = c.stream_key
+            seed, T, batch, per_class, shortcut = c.stream_key
             streams[c.stream_key] = tasks.DataStream(derived_seed(seed, "data"), T, batch,
-                                                     per_class)
+                                                     per_class, shortcut)
     stream_list = list(streams.values())
     stream_of = torch.tensor([list(streams).index(c.stream_key) for c in configs])
 
@@ -307,6 +325,7 @@ def _train_together(configs, progress, epoch_callback, desc, position=0):
 
     n = len(configs)
     epoch_sum = torch.zeros(n, dtype=torch.float64)
+    authors_sum = [0.0] * n  # the authors' running sum of epoch means (EARLY_STOP_RULES)
     first_nonfinite = torch.full((n,), -1, dtype=torch.long)  # step of the first bad loss
     histories = [[] for _ in range(n)]
     callback_values = [[] for _ in range(n)]
@@ -376,7 +395,14 @@ def _train_together(configs, progress, epoch_callback, desc, position=0):
             for k in at_epoch_end:
                 c, i = group.configs[k], int(group.ids[k])
                 mean, epoch = histories[i][-1], len(histories[i])
-                stop = c.early_stop_loss is not None and mean <= c.early_stop_loss
+                if c.early_stop_rule == "authors":
+                    authors_sum[i] += mean
+                    tested = authors_sum[i]
+                    if epoch % AUTHORS_RESET_EPOCHS == 0:
+                        authors_sum[i] = 0.0
+                else:
+                    tested = mean
+                stop = c.early_stop_loss is not None and tested <= c.early_stop_loss
                 if stop or epoch == c.epochs:
                     results[i] = RunResult(c, np.array(histories[i]), stop and epoch < c.epochs,
                                            group.ensemble.member(k), callback_values[i])
