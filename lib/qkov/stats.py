@@ -1,7 +1,8 @@
 """Statistics over seeds, and how the tables print them: every figure's mean ± interval
 comes from here, so that all of them mean the same thing.
 
-:func:`seed_interval` is the mean over seeds and the half-width of its Student-t interval;
+:func:`seed_interval` is the mean over seeds and the half-width of its Student-t interval
+(:func:`seed_band` the same at every point of a curve);
 :func:`interval_text` prints such a pair, :func:`seed_interval_text` both at once;
 :func:`records_interval` is the same over table records, one value per seed (the mean of
 that seed's matching records).
@@ -24,6 +25,18 @@ def seed_interval(values, level: float = 0.95) -> tuple[float, float]:
         return mean, float("nan")
     t = scipy.stats.t.ppf(0.5 + level / 2, len(values) - 1)
     return mean, float(t * values.std(ddof=1) / np.sqrt(len(values)))
+
+
+def seed_band(values, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`seed_interval` along the first axis (seeds) of ``values`` (seeds, points): the
+    mean and the half-width of the ``level`` Student-t interval at every point, as the
+    figures draw their bands."""
+    values = np.asarray(values, dtype=float)
+    mean = values.mean(0)
+    if len(values) < 2:
+        return mean, np.full_like(mean, np.nan)
+    t = scipy.stats.t.ppf(0.5 + level / 2, len(values) - 1)
+    return mean, t * values.std(0, ddof=1) / np.sqrt(len(values))
 
 
 def interval_text(mean: float, half_width: float, digits: int = 4) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from ..params import (
     ParameterError,
@@ -159,7 +158,7 @@ class Parameters(theory.SettingParameters):
 
 
 COLUMNS = ("r", "alpha_closed_form", "alpha_stylized", "task_informative_mean",
-                 "task_informative_std", "task_distinct_mean", "task_distinct_std",
+                 "task_informative_ci95", "task_distinct_mean", "task_distinct_ci95",
                  "task_loss_mean", "task_runs_reaching_loss")
 
 
@@ -187,14 +186,6 @@ def variant_configs(p: Parameters) -> list[train.RunConfig]:
     return [c for v in p.variants for c in configs(p, v, p.variant_ratios)]
 
 
-@torch.no_grad()
-def attention_on_informative(params, spec, batch: tasks.CountBatch) -> np.ndarray:
-    """Per held-out sequence: attention on the tokens that identify the class (its distinct
-    tokens and the query token, see :func:`qkov.synthetic.metrics.attention_on_class_identifying`)."""
-    _, attention = models.count_logits(params, batch.counts, batch.classes, spec.fixed_alpha)
-    return metrics.attention_on_class_identifying(attention, batch.classes).numpy()
-
-
 def closed_form_curve(setting: theory.Setting, loss: float, r_min: float, r_max: float,
                       points: int = 200) -> dict[str, np.ndarray]:
     """alpha at ``loss`` from the closed form, on a log grid of r."""
@@ -204,17 +195,10 @@ def closed_form_curve(setting: theory.Setting, loss: float, r_min: float, r_max:
 
 def _task_measures(runs: list[train.RunResult], eval_batches: int):
     """Per run: held-out attention on distinct and on class-identifying tokens, the held-out
-    loss and the epochs trained."""
-    distinct, informative, losses, epochs = [], [], [], []
-    for x in runs:
-        batch = metrics.held_out_batches(x.config.seed, x.config.T, eval_batches)
-        ev = metrics.evaluate(x.params, x.config.model, batch)
-        distinct.append(float(ev.attention.mean()))
-        informative.append(float(attention_on_informative(x.params, x.config.model,
-                                                          batch).mean()))
-        losses.append(ev.loss)
-        epochs.append(x.epochs_run)
-    return distinct, informative, losses, epochs
+    loss and the epochs trained (:func:`qkov.synthetic.metrics.measure_run`)."""
+    measured = [metrics.measure_run(x, eval_batches) for x in runs]
+    return ([m.distinct for m in measured], [m.class_identifying for m in measured],
+            [m.loss for m in measured], [m.epochs for m in measured])
 
 
 VARIANT_COLUMNS = ("condition", "r", "distinct", "distinct_ci95", "informative",
@@ -244,6 +228,22 @@ def variant_rows(p: Parameters, main: list[train.RunResult],
     return rows
 
 
+def variant_seed_values(p: Parameters, main: list[train.RunResult],
+                        variants: list[train.RunResult]) -> dict[tuple[str, float], dict]:
+    """Per (condition label, ratio) of :func:`variant_rows`: each seed's attention on
+    distinct and on class-identifying tokens, which the figure draws as points where the
+    seeds disagree."""
+    values = {}
+    for condition in [main_condition(p), *p.variants]:
+        pool = main if condition == main_condition(p) else variants
+        for r in p.variant_ratios:
+            mine = [x for x in pool if x.config.name.startswith(f"{condition.label}/r{r:g}/")]
+            if mine:
+                distinct, informative, _, _ = _task_measures(mine, p.eval_batches)
+                values[condition.label, r] = {"distinct": distinct, "informative": informative}
+    return values
+
+
 def stylized_descents(p: Parameters) -> list[Descent]:
     """The stylized model's full-matrix descent (CACO) at every ratio, to the matched loss."""
     return descents([dict(model=p.model, parameterization="CACO", eta_ov=1.0, eta_qk=r,
@@ -253,7 +253,8 @@ def stylized_descents(p: Parameters) -> list[Descent]:
 
 def rows(p: Parameters, results: list[train.RunResult], stylized_runs: list[Descent]
          ) -> list[dict]:
-    """Per ratio: the closed form, the stylized model and training (mean, std over seeds)."""
+    """Per ratio: the closed form, the stylized model and training (mean over seeds, std and
+    the half-width of the 95% t interval)."""
     model, rows = p.model, []
     for r, run in zip(p.ratios, stylized_runs):
         _, _, alpha_closed = theory.state_at_loss(p.matched_loss, model.setting, r)
@@ -266,8 +267,10 @@ def rows(p: Parameters, results: list[train.RunResult], stylized_runs: list[Desc
             "alpha_stylized_rel_error": stylized["alpha"] / float(alpha_closed) - 1,
             "task_distinct_mean": float(np.mean(distinct)),
             "task_distinct_std": float(np.std(distinct)),
+            "task_distinct_ci95": seed_interval(distinct)[1],
             "task_informative_mean": float(np.mean(informative)),
             "task_informative_std": float(np.std(informative)),
+            "task_informative_ci95": seed_interval(informative)[1],
             "task_loss_mean": float(np.mean(losses)),
             "task_runs_reaching_loss": sum(x.early_stopped for x in mine),
             "task_runs": len(mine),
@@ -276,23 +279,24 @@ def rows(p: Parameters, results: list[train.RunResult], stylized_runs: list[Desc
     return rows
 
 
-def distinct_turning_points(rows: list[dict]) -> tuple[float, float | None]:
-    """From the main sweep's rows: the ratio at which attention on distinct tokens peaks, and
-    the smallest ratio above it at which that attention is below what uniform attention over
-    the context would put on them (None if it never falls that low)."""
+def distinct_turning_points(rows: list[dict], T: int) -> tuple[float, float | None]:
+    """From the main sweep's rows (at sequence length ``T``): the ratio at which attention on
+    distinct tokens peaks, and the smallest ratio above it at which that attention is below
+    what uniform attention would put on them (None if it never falls that low)."""
     peak = max(rows, key=lambda row: row["task_distinct_mean"])["r"]
     below = [row["r"] for row in rows if row["r"] > peak
-             and row["task_distinct_mean"] < tasks.uniform_distinct_share()]
+             and row["task_distinct_mean"] < tasks.uniform_distinct_share(True, T)]
     return peak, (min(below) if below else None)
 
 
 # --- the figure ---------------------------------------------------------------------------
 
 
-def plot(rows, closed_form_curve, variant_rows=()):
-    """theory-ratio-sweep: attention at a matched loss against r = eta_QK / eta_OV; below,
-    when given, the task's attention per condition (T, initialisation, OV rate) on both
-    measures."""
+def plot(rows, closed_form_curve, variant_rows=(), seed_values=None):
+    """theory-ratio-sweep: attention at a matched loss against r = eta_QK / eta_OV (error
+    bars: 95% t intervals over seeds); below, when given, the task's attention per condition
+    (T, initialisation, OV rate) on both measures, with each seed's value as a dot
+    (``seed_values``: :func:`variant_seed_values`)."""
     r = np.array([row["r"] for row in rows])
     with house_style():
         fig = new_figure(figsize=(COLUMN_WIDTH_IN, 9.4 if variant_rows else 4.6))
@@ -304,10 +308,10 @@ def plot(rows, closed_form_curve, variant_rows=()):
         ax.plot(r, [row["alpha_stylized"] for row in rows], "o", mfc="none", color="k", ms=7,
                 label="stylized model, full-matrix descent")
         ax.errorbar(r, [row["task_informative_mean"] for row in rows],
-                    yerr=[row["task_informative_std"] for row in rows], fmt="^-", capsize=3,
+                    yerr=[row["task_informative_ci95"] for row in rows], fmt="^-", capsize=3,
                     color="#1b9e77", label="task: on distinct + query tokens")
         ax.errorbar(r, [row["task_distinct_mean"] for row in rows],
-                    yerr=[row["task_distinct_std"] for row in rows], fmt="s--", capsize=3,
+                    yerr=[row["task_distinct_ci95"] for row in rows], fmt="s--", capsize=3,
                     color="#d95f02", label="task: on distinct tokens only")
         ax.set_xscale("log")
         ax.set_ylim(0, 1.02)
@@ -317,11 +321,11 @@ def plot(rows, closed_form_curve, variant_rows=()):
                      "learning-rate ratio")
         ax.legend(loc="upper left")
         if variant_rows:
-            _condition_panels(fig, grid, variant_rows)
+            _condition_panels(fig, grid, variant_rows, seed_values or {})
     return fig
 
 
-def _condition_panels(fig, grid, rows):
+def _condition_panels(fig, grid, rows, seed_values):
     conditions = list(dict.fromkeys(row["condition"] for row in rows))
     colors = dict(zip(conditions, ("#444444", "#1b9e77", "#d95f02", "#7570b3", "#e7298a",
                                    "#66a61e", "#e6ab02")))
@@ -330,7 +334,12 @@ def _condition_panels(fig, grid, rows):
         ax = fig.add_subplot(grid[1, col])
         for k, condition in enumerate(conditions):
             picked = [row for row in rows if row["condition"] == condition]
-            ax.errorbar([row["r"] * 1.07 ** (k - (len(conditions) - 1) / 2) for row in picked],
+            shift = 1.07 ** (k - (len(conditions) - 1) / 2)
+            for row in picked:  # each seed, so that a split between seeds shows
+                seeds = seed_values.get((condition, row["r"]), {}).get(key, [])
+                ax.plot([row["r"] * shift] * len(seeds), seeds, ".", ms=3, alpha=0.6,
+                        color=colors[condition])
+            ax.errorbar([row["r"] * shift for row in picked],
                         [row[key] for row in picked],
                         yerr=[row[f"{key}_ci95"] for row in picked], fmt="o-", ms=4,
                         capsize=2, color=colors[condition], label=condition)

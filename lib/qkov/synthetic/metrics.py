@@ -93,6 +93,39 @@ def evaluate(params: dict, spec: models.ModelSpec, batch: tasks.CountBatch) -> E
                       separability(attention, batch.counts, batch.classes).numpy())
 
 
+@dataclass
+class RunMeasures:
+    """One trained run (learned attention) on its held-out sequences: the mean attention on
+    distinct and on class-identifying tokens and on the target token 1+c (a common token
+    that occurs in most contexts: an OV circuit that copies its input to the same logit
+    could read the answer off it), the held-out loss, the epochs trained and whether it
+    stopped early (reached its early-stop loss)."""
+
+    distinct: float
+    class_identifying: float
+    target: float
+    loss: float
+    epochs: int
+    reached: bool
+
+
+@torch.no_grad()
+def measure_run(result, eval_batches: int) -> RunMeasures:
+    """:class:`RunMeasures` of a ``qkov.synthetic.train.RunResult`` on ``eval_batches``
+    held-out batches of its own (seed, T, task)."""
+    c = result.config
+    batch = held_out_batches(c.seed, c.T, eval_batches, shortcut=c.shortcut)
+    logits, attention = models.count_logits(result.params, batch.counts, batch.classes,
+                                            c.model.fixed_alpha)
+    loss = torch.nn.functional.cross_entropy(logits, batch.targets).item()
+    target = attention.gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)
+    return RunMeasures(float(attention_on_distinct(attention, batch.classes).numpy().mean()),
+                       float(attention_on_class_identifying(attention, batch.classes
+                                                            ).numpy().mean()),
+                       float(target.numpy().mean()), loss, result.epochs_run,
+                       result.early_stopped)
+
+
 @torch.no_grad()
 def learned_attention_measures(circuits: dict, counts: torch.Tensor, classes: torch.Tensor
                                ) -> np.ndarray:
@@ -205,14 +238,20 @@ def loss_sensitivity(params: dict, batch: tasks.CountBatch, alpha, d: float = 0.
 
 def attention_at_loss(trajectory: np.ndarray, loss: float) -> tuple[float, float] | None:
     """(attention on distinct, on class-identifying tokens) when a run's held-out loss first
-    reaches ``loss``, interpolated linearly in log loss between the two epochs around that
-    moment; None if the run never reached it."""
+    reaches ``loss`` (:func:`at_loss`); None if the run never reached it."""
+    return at_loss(trajectory, loss, (2, 3))
+
+
+def at_loss(trajectory: np.ndarray, loss: float, columns) -> tuple[float, ...] | None:
+    """The trajectory's ``columns`` (rows: epoch, held-out loss, measures) when the run's
+    held-out loss first reaches ``loss``, interpolated linearly in log loss between the two
+    measured epochs around that moment; None if the run never reached it."""
     losses = trajectory[:, 1]
     below = np.flatnonzero(losses <= loss)
     if len(below) == 0:
         return None
     k = below[0]
     if k == 0:
-        return float(trajectory[0, 2]), float(trajectory[0, 3])
+        return tuple(float(trajectory[0, j]) for j in columns)
     w = (np.log(losses[k - 1]) - np.log(loss)) / (np.log(losses[k - 1]) - np.log(losses[k]))
-    return tuple(float((1 - w) * trajectory[k - 1, j] + w * trajectory[k, j]) for j in (2, 3))
+    return tuple(float((1 - w) * trajectory[k - 1, j] + w * trajectory[k, j]) for j in columns)

@@ -84,11 +84,17 @@ def support_tokens() -> torch.Tensor:
                          for c in range(N_CLASSES)])
 
 
-def uniform_distinct_share(shortcut: bool = True) -> float:
-    """Share of a class's context weight on its distinct tokens (5.5 / 15.5; 5.5 / 14.5
-    without the shortcut, whose context lacks the query token): the attention mass on them,
-    in expectation, of attention spread uniformly over the context."""
-    return sum(range(1, N_DISTINCT + 1)) / slots(shortcut)
+def uniform_distinct_share(shortcut: bool = True, T: int | None = None) -> float:
+    """The attention mass uniform attention puts on the distinct tokens, in expectation.
+
+    Their share of a class's context weight is 5.5 / 15.5 (5.5 / 14.5 without the shortcut,
+    whose context lacks the query token); with ``T`` given, times the context's share of the
+    attended positions: (T - 2) / (T - 1) with the shortcut, since the query also attends to
+    its own position (a common token), and 1 without it."""
+    share = sum(range(1, N_DISTINCT + 1)) / slots(shortcut)
+    if T is not None and shortcut:
+        share *= (check_length(T) - 2) / (T - 1)
+    return share
 
 
 def distinct_mask() -> torch.Tensor:

@@ -1,0 +1,461 @@
+"""theory-shortcut: the causal test of the query-token shortcut, and how sensitive the
+claim is to the training setting.
+
+The ratio sweep (theory-ratio-sweep) finds attention on the distinct tokens *falling* at large
+ratios r on the synthetic task, and explains it by a shortcut: the query token identifies the
+class too, and a fast QK circuit attends to it. Here that explanation is put to the test by
+cutting the shortcut (``qkov.synthetic.tasks``: the query token kept out of the context and
+out of its own attention) and re-running the same sweep - same seeds, same setting - at the
+paper's two lengths, T = 64 and T = 128. The theory predicts that attention on the distinct
+tokens, now the only tokens that carry the class, rises with r. The sweep is also run with
+the shortcut at more lengths, since the length decides at which r the shortcut takes over.
+Last, the claim on the task without the shortcut is repeated at other OV rates, initial
+scales and batch sizes.
+
+:class:`Parameters` are the notebook's; :func:`configs` the training runs; :func:`run_rows`
+one record per run; :func:`arm_rows`, :func:`verdict_rows`, :func:`sensitivity_rows` the
+tables; :func:`plot` and :func:`plot_sensitivity` the drawings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..params import (
+    FigureParameters,
+    ParameterError,
+    Work,
+    boolean,
+    integer,
+    number,
+    number_list,
+    optional_path,
+    parameter,
+    seed_list,
+)
+from ..plotting import COLUMN_WIDTH_IN, HOUSE_STYLE, house_style, new_figure
+from ..spec import Drawing, FigureSpec
+from ..stats import interval_text, seed_interval
+from ..synthetic import metrics, models, tasks, train
+
+SPEC = FigureSpec(
+    id="theory-shortcut", reproduces=None, page="book/theory",
+    tables=("runs.csv", "lines.csv", "sensitivity.csv"), threads=2,
+    resources={"mem_mb": 4000, "runtime": 60},
+    alt=("Three plots of attention on the distinct tokens at a matched loss against the "
+         "learning-rate ratio r (log scale). (a) and (b), at sequence lengths 64 and 128: the "
+         "task with the query-token shortcut (squares) and without it (circles), each seed a "
+         "small dot, the mean with its 95% interval, and dotted lines at the share uniform "
+         "attention would give. (c): with the shortcut, one line per sequence length from 32 "
+         "to 256."),
+    extra_drawings=(
+        Drawing("sensitivity", None,
+                alt="Three plots of attention on the distinct tokens at a matched loss against "
+                    "the learning-rate ratio r, on the task without the shortcut, one line per "
+                    "setting: (a) the OV learning rate, (b) the initial scale of the weights, "
+                    "(c) the batch size; mean and 95% interval over seeds."),))
+
+RATIOS = [0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100]  # theory-ratio-sweep's
+# The work of a model-step at T counts as max(1, T / TASK_T) (theory-ratio-sweep: data cost
+# grow with T past ~128) and, for batches larger than 32, as batch / 32.
+TASK_T = 64
+MAX_T = 8192  # as theory-ratio-sweep: a stream's data in flight grow with T
+
+
+def _lengths(name, value) -> list[int]:
+    values = number_list(name, value, above=2, at_most=MAX_T, distinct=True)
+    if any(v != int(v) for v in values):
+        raise ParameterError(name, f"expected whole sequence lengths, got {value!r}")
+    return [int(v) for v in values]
+
+
+def _ratios(name, value) -> list[float]:
+    return number_list(name, value, above=0, at_most=1e6, distinct=True)
+
+
+def _batch_sizes(name, value) -> list[int]:
+    values = number_list(name, value, above=0, at_most=4096, distinct=True)
+    if any(v != int(v) for v in values):
+        raise ParameterError(name, f"expected whole batch sizes, got {value!r}")
+    return [int(v) for v in values]
+
+
+@dataclass(frozen=True)
+class Parameters(FigureParameters):
+    """The notebook's parameters (defaults: the setting of theory-ratio-sweep's main sweep)."""
+
+    ratios: list = parameter(list(RATIOS), _ratios)  # r = lr_qk / lr_ov, the causal test
+    lengths: list = parameter([64, 128], _lengths)  # T of the causal test (with and without)
+    shortcut_lengths: list = parameter([32, 256], _lengths)  # more T, with the shortcut only
+    shortcut_ratios: list = parameter([1, 3, 10, 30, 100], _ratios)  # their ratios
+    matched_loss: float = parameter(0.05, number, above=0, below=3.9)  # stop at this loss
+    seeds: list = parameter([1234, 1235, 1236, 1237, 1238], seed_list)
+    lr_ov: float = parameter(0.1, number, above=0, at_most=10)  # OV rate (QK: r * lr_ov)
+    init_scale: float = parameter(1e-6, number, above=0, at_most=1)  # weights start at this x I
+    batch_size: int = parameter(32, integer, minimum=1, maximum=4096)  # sequences per step
+    batches_per_epoch: int = parameter(50, integer, minimum=1)
+    max_epochs: int = parameter(3000, integer, minimum=1)  # give up after this many
+    eval_batches: int = parameter(100, integer, minimum=1, maximum=10_000)  # held-out, of 32
+    sensitivity_ratios: list = parameter([1, 10, 100], _ratios)  # sensitivity: these r
+    sensitivity_lr_ov: list = parameter([0.03, 0.3], number_list, above=0, at_most=10,
+                                        distinct=True)  # other OV rates
+    sensitivity_init_scales: list = parameter([1e-2, 0.1], number_list, above=0, at_most=1,
+                                              distinct=True)  # other initial scales
+    sensitivity_batch_sizes: list = parameter([8, 128], _batch_sizes)  # other batch sizes
+    workers: int = parameter(2, integer, minimum=1)  # training processes
+    progress: bool = parameter(True, boolean)
+    artifacts_dir: str | None = parameter(None, optional_path)
+
+    def work(self) -> Work:
+        """Optimizer steps of every run to max_epochs (an upper bound: runs stop at the
+        matched loss), each weighted by max(1, T / 64) and by the batch size over 32."""
+        return Work(sum(c.steps * max(1.0, c.T / TASK_T) * max(1.0, c.batch_size / 32)
+                        for c in configs(self)),
+                    f"model-steps (x T/{TASK_T} past T = {TASK_T}, x batch/32 above 32)")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One line of the figure: a task (length, shortcut) and a training setting, swept over
+    ``ratios``; ``experiment`` is "causal" (the test), "lengths" (the shortcut at more T) or
+    the factor a sensitivity line varies ("lr_ov", "init_scale", "batch_size")."""
+
+    experiment: str
+    T: int
+    shortcut: bool
+    lr_ov: float
+    init_scale: float
+    batch_size: int
+    ratios: tuple
+
+    @property
+    def key(self) -> str:
+        task = "with shortcut" if self.shortcut else "without shortcut"
+        return (f"{self.experiment}: T = {self.T}, {task}, lr_ov = {self.lr_ov:g}, "
+                f"init {self.init_scale:g} I, batch {self.batch_size}")
+
+
+def settings(p: Parameters) -> list[Setting]:
+    """Every line: the causal test (each length, with and without the shortcut), more lengths
+    with the shortcut, and the sensitivity lines (the task without the shortcut at the first
+    length, one factor changed at a time; each factor's default value is the causal test's
+    run, not trained twice)."""
+    base = dict(lr_ov=p.lr_ov, init_scale=p.init_scale, batch_size=p.batch_size)
+    out = [Setting("causal", T, shortcut, **base, ratios=tuple(p.ratios))
+           for T in p.lengths for shortcut in (True, False)]
+    out += [Setting("lengths", T, True, **base, ratios=tuple(p.shortcut_ratios))
+            for T in p.shortcut_lengths if T not in p.lengths]
+    for factor, values in (("lr_ov", p.sensitivity_lr_ov),
+                           ("init_scale", p.sensitivity_init_scales),
+                           ("batch_size", p.sensitivity_batch_sizes)):
+        for value in values:
+            if value != base[factor]:
+                out.append(Setting(factor, p.lengths[0], False, **{**base, factor: value},
+                                   ratios=tuple(p.sensitivity_ratios)))
+    return out
+
+
+def configs(p: Parameters, setting: Setting | None = None) -> list[train.RunConfig]:
+    """CACO from ``init_scale`` x I (the theory's symmetric point), QK rate r * lr_ov, each
+    run stopped when its mean epoch loss reaches the matched loss; a smaller OV rate gets
+    proportionally more epochs, so that it can reach the same loss."""
+    if setting is None:
+        return [c for s in settings(p) for c in configs(p, s)]
+    spec = models.ModelSpec("CACO", qk_init="identity", ov_init="identity",
+                            init_scale=setting.init_scale)
+    epochs = round(p.max_epochs * max(1.0, p.lr_ov / setting.lr_ov))
+    return [train.RunConfig(run_name(setting, r, seed), spec, seed, epochs,
+                            p.batches_per_epoch, lr_qk=r * setting.lr_ov, lr_ov=setting.lr_ov,
+                            batch_size=setting.batch_size, T=setting.T,
+                            early_stop_loss=p.matched_loss, shortcut=setting.shortcut)
+            for r in setting.ratios for seed in p.seeds]
+
+
+def run_name(setting: Setting, r: float, seed: int) -> str:
+    return f"{setting.key}/r{r:g}/seed{seed}"
+
+
+RUN_COLUMNS = ("experiment", "T", "shortcut", "lr_ov", "init_scale", "batch_size", "r",
+               "seed", "distinct", "class_identifying", "target", "loss", "epochs", "reached")
+
+
+def run_rows(p: Parameters, results: list[train.RunResult]) -> list[dict]:
+    """runs.csv: one record per run, measured on its held-out sequences (the per-seed values
+    every table and drawing is made from)."""
+    by_name = {r.config.name: r for r in results}
+    rows = []
+    for s in settings(p):
+        for r in s.ratios:
+            for seed in p.seeds:
+                m = metrics.measure_run(by_name[run_name(s, r, seed)], p.eval_batches)
+                rows.append({"experiment": s.experiment, "T": s.T, "shortcut": s.shortcut,
+                             "lr_ov": s.lr_ov, "init_scale": s.init_scale,
+                             "batch_size": s.batch_size, "r": r, "seed": seed,
+                             "distinct": m.distinct, "class_identifying": m.class_identifying,
+                             "target": m.target, "loss": m.loss, "epochs": m.epochs,
+                             "reached": m.reached})
+    return rows
+
+
+def _pick(runs, setting: Setting, r: float) -> list[dict]:
+    """The runs of one line at one ratio, in seed order."""
+    return sorted((x for x in runs if x["experiment"] == setting.experiment
+                   and x["T"] == setting.T and x["shortcut"] == setting.shortcut
+                   and x["lr_ov"] == setting.lr_ov and x["init_scale"] == setting.init_scale
+                   and x["batch_size"] == setting.batch_size and x["r"] == r),
+                  key=lambda x: x["seed"])
+
+
+def line(runs, setting: Setting) -> list[dict]:
+    """One line of the figure: per ratio, the per-seed values and their mean and 95% t
+    interval (qkov.stats) of the attention on the distinct tokens."""
+    out = []
+    for r in setting.ratios:
+        mine = _pick(runs, setting, r)
+        values = [x["distinct"] for x in mine]
+        mean, half = seed_interval(values)
+        out.append({"r": r, "seeds": [x["seed"] for x in mine], "values": values, "mean": mean,
+                    "ci95": half, "loss": float(np.mean([x["loss"] for x in mine])),
+                    "target": float(np.mean([x["target"] for x in mine])),
+                    "epochs": float(np.mean([x["epochs"] for x in mine])),
+                    "reached": sum(x["reached"] for x in mine), "runs": len(mine)})
+    return out
+
+
+def _setting(p: Parameters, experiment: str, T: int, shortcut: bool, **changed) -> Setting:
+    return next(s for s in settings(p) if s.experiment == experiment and s.T == T
+                and s.shortcut == shortcut
+                and all(getattr(s, k) == v for k, v in changed.items()))
+
+
+def arm_rows(p: Parameters, runs) -> list[dict]:
+    """data.csv: per length, task (with, without the shortcut) and ratio: the attention on
+    the distinct tokens at the matched loss (mean, 95% interval), the share uniform attention
+    would give them, the mean held-out loss and how many runs reached the matched loss."""
+    rows = []
+    for s in settings(p):
+        if s.experiment not in ("causal", "lengths"):
+            continue
+        for point in line(runs, s):
+            rows.append({"T": s.T, "shortcut": s.shortcut, "r": point["r"],
+                         "distinct_mean": point["mean"], "distinct_ci95": point["ci95"],
+                         "uniform_share": tasks.uniform_distinct_share(s.shortcut, s.T),
+                         "loss_mean": point["loss"], "runs_reaching_loss": point["reached"],
+                         "runs": point["runs"]})
+    return rows
+
+
+def causal_table(p: Parameters, runs) -> list[dict]:
+    """The printed table of the causal test: per ratio, attention on the distinct tokens at
+    the matched loss (mean ± 95% interval over seeds), with and without the shortcut, per
+    length."""
+    columns = {}
+    for T in p.lengths:
+        for shortcut in (True, False):
+            s = _setting(p, "causal", T, shortcut)
+            columns[f"T={T}_{'with' if shortcut else 'without'}"] = line(runs, s)
+    return [{"r": f"{r:g}", **{name: interval_text(points[k]["mean"], points[k]["ci95"], 3)
+                               for name, points in columns.items()}}
+            for k, r in enumerate(p.ratios)]
+
+
+def rises(points: list[dict]) -> dict:
+    """Does the attention rise with r along one line? Per consecutive pair of ratios, the
+    paired per-seed difference (the same seeds, the same data) and its 95% interval:
+    "rises" where every step's interval lies above 0, "falls at r = x" for the first step
+    whose interval lies below 0, "not resolved at r = x" otherwise."""
+    for a, b in zip(points, points[1:]):
+        common = sorted(set(a["seeds"]) & set(b["seeds"]))
+        diff = [b["values"][b["seeds"].index(s)] - a["values"][a["seeds"].index(s)]
+                for s in common]
+        mean, half = seed_interval(diff)
+        if not mean - half > 0:
+            verdict = "falls" if mean + half < 0 else "not resolved"
+            return {"verdict": f"{verdict} at r = {b['r']:g}", "rises": False,
+                    "first_failure": b["r"]}
+    return {"verdict": "rises at every step", "rises": True, "first_failure": None}
+
+
+VERDICT_COLUMNS = ("T", "task", "uniform_share", "lowest_r", "highest_r", "rises_with_r",
+                   "below_uniform_from_r")
+
+
+def below_uniform_from(points: list[dict], uniform: float) -> float | None:
+    """The smallest ratio from which on the whole 95% interval of every point lies below
+    ``uniform`` (None: no such ratio)."""
+    below = None
+    for x in reversed(points):
+        if not x["mean"] + x["ci95"] < uniform:
+            break
+        below = x["r"]
+    return below
+
+
+def verdict_rows(p: Parameters, runs) -> list[dict]:
+    """lines.csv: per line of the causal test and the lengths: does attention on the distinct tokens
+    rise with r (:func:`rises`), the attention at the smallest and the largest ratio, and
+    the ratio from which on it lies below the share uniform attention would give the
+    distinct tokens (:func:`below_uniform_from`; "-": it never does)."""
+    rows = []
+    for s in settings(p):
+        if s.experiment not in ("causal", "lengths"):
+            continue
+        points = line(runs, s)
+        uniform = tasks.uniform_distinct_share(s.shortcut, s.T)
+        below = below_uniform_from(points, uniform)
+        verdict = rises(points)
+        rows.append({"T": s.T, "task": "with shortcut" if s.shortcut else "without shortcut",
+                     "shortcut": s.shortcut, "uniform_share": uniform,
+                     "lowest_r": interval_text(points[0]["mean"], points[0]["ci95"], 3),
+                     "highest_r": interval_text(points[-1]["mean"], points[-1]["ci95"], 3),
+                     "rises_with_r": verdict["verdict"],
+                     "below_uniform_from_r": "-" if below is None else f"{below:g}",
+                     "below_uniform_r": below, "rises": verdict["rises"],
+                     "highest_mean": points[-1]["mean"]})
+    return sorted(rows, key=lambda row: (not row["shortcut"], row["T"]))
+
+
+def sensitivity_lines(p: Parameters) -> list[tuple[str, float, Setting]]:
+    """(factor, value, setting) of every sensitivity line in order of value; each factor's
+    default value is the causal test's own line."""
+    out = []
+    default = _setting(p, "causal", p.lengths[0], False)
+    for factor, values in (("lr_ov", p.sensitivity_lr_ov),
+                           ("init_scale", p.sensitivity_init_scales),
+                           ("batch_size", p.sensitivity_batch_sizes)):
+        base = getattr(default, factor)
+        lines = [(factor, base, default)]
+        lines += [(factor, v, _setting(p, factor, p.lengths[0], False, **{factor: v}))
+                  for v in values if v != base]
+        out += sorted(lines, key=lambda x: x[1])
+    return out
+
+
+def _sensitivity_points(p: Parameters, runs, setting: Setting) -> list[dict]:
+    return [x for x in line(runs, setting) if x["r"] in p.sensitivity_ratios]
+
+
+SENSITIVITY_COLUMNS = ("factor", "value", "r", "distinct_mean", "distinct_ci95", "target",
+                       "loss", "runs_reaching_loss", "epochs_mean", "rises")
+
+
+def sensitivity_rows(p: Parameters, runs) -> list[dict]:
+    """sensitivity.csv: per factor, value and sensitivity ratio, the attention on the
+    distinct tokens at the matched loss (mean, 95% interval) and on the target token, the
+    mean held-out loss, runs reaching the loss and their mean epochs, and whether the line
+    rises with r (:func:`rises`)."""
+    rows = []
+    for factor, value, s in sensitivity_lines(p):
+        points = _sensitivity_points(p, runs, s)
+        verdict = rises(points)
+        rows += [{"factor": factor, "value": value, "r": x["r"], "distinct_mean": x["mean"],
+                  "distinct_ci95": x["ci95"], "target": x["target"], "loss": x["loss"],
+                  "runs_reaching_loss": x["reached"], "epochs_mean": x["epochs"],
+                  "rises": verdict["rises"]} for x in points]
+    return rows
+
+
+def sensitivity_table(p: Parameters, runs) -> list[dict]:
+    """The printed sensitivity table: per factor and value, the attention on the distinct
+    tokens at each sensitivity ratio (mean ± 95% interval), whether it rises with r, the
+    attention on the target token at the largest ratio, and how many runs reached the
+    matched loss."""
+    rows = []
+    for factor, value, s in sensitivity_lines(p):
+        points = _sensitivity_points(p, runs, s)
+        rows.append({"factor": factor, "value": f"{value:g}",
+                     **{f"r={x['r']:g}": interval_text(x["mean"], x["ci95"], 3)
+                        for x in points},
+                     "rises_with_r": rises(points)["verdict"],
+                     "on_target_at_max_r": f"{points[-1]['target']:.3f}",
+                     "runs_reaching": f"{sum(x['reached'] for x in points)}/"
+                                      f"{sum(x['runs'] for x in points)}"})
+    return rows
+
+
+# --- the figure ---------------------------------------------------------------------------
+
+TASK_STYLE = {True: ("s", "#d95f02", "with the shortcut"),
+              False: ("o", "#1b9e77", "without it")}
+LENGTH_COLORS = ("#fdae6b", "#e6550d", "#a63603", "#54278f", "#756bb1", "#9e9ac8")
+
+
+def _points(ax, points, offset, marker, color, label):
+    """Per-seed dots and the mean with its 95% interval along one line."""
+    r = np.array([x["r"] for x in points]) * offset
+    for x, values in zip(r, (pt["values"] for pt in points)):
+        ax.plot([x] * len(values), values, ".", color=color, ms=3, alpha=0.5)
+    ax.errorbar(r, [x["mean"] for x in points], yerr=[x["ci95"] for x in points],
+                fmt=f"{marker}-", ms=5, capsize=2, color=color, label=label)
+
+
+def plot(p: Parameters, runs):
+    """(a), (b): per causal-test length, the attention on the distinct tokens at the
+    matched loss against r with and without the shortcut (dots: seeds; markers: mean and 95%
+    interval; dotted: uniform attention's share); (c) with the shortcut at every length."""
+    with house_style():
+        fig = new_figure(figsize=(COLUMN_WIDTH_IN, 7.4))
+        grid = fig.add_gridspec(2, 2)
+        top = [fig.add_subplot(grid[0, k]) for k in range(len(p.lengths[:2]))]
+        for k, (ax, T) in enumerate(zip(top, p.lengths)):
+            for shortcut in (True, False):
+                marker, color, label = TASK_STYLE[shortcut]
+                points = line(runs, _setting(p, "causal", T, shortcut))
+                _points(ax, points, 1.06 if shortcut else 1 / 1.06, marker, color, label)
+                ax.axhline(tasks.uniform_distinct_share(shortcut, T), color=color, lw=0.8,
+                           ls=":")
+            ax.set_title(f"({'ab'[k]}) T = {T}")
+            if k == 0:
+                ax.set_ylabel("attention on distinct tokens")
+                ax.legend(loc="upper left")
+        bottom = fig.add_subplot(grid[1, :])
+        lines = sorted((s for s in settings(p) if s.shortcut
+                        and s.experiment in ("causal", "lengths")), key=lambda s: s.T)
+        for k, s in enumerate(lines):
+            points = [x for x in line(runs, s) if x["r"] in p.shortcut_ratios]
+            bottom.errorbar([x["r"] for x in points], [x["mean"] for x in points],
+                            yerr=[x["ci95"] for x in points], fmt="o-", ms=4, capsize=2,
+                            color=LENGTH_COLORS[k % len(LENGTH_COLORS)], label=f"T = {s.T}")
+        # (a sequence of oranges to purples: panels (a), (b) keep green for "without it")
+        bottom.axhline(tasks.uniform_distinct_share(True, p.lengths[0]), color="k", lw=0.8,
+                       ls=":", label=f"uniform attention (T = {p.lengths[0]})")
+        bottom.set_title("(c) with the shortcut, at more sequence lengths")
+        bottom.set_ylabel("attention on distinct tokens")
+        bottom.legend(loc="lower left", ncols=3)
+        for ax in [*top, bottom]:
+            ax.set_xscale("log")
+            ax.set_ylim(0, 1.02)
+        fig.supxlabel(rf"$r = \eta_{{QK}} / \eta_{{OV}}$ (attention at loss {p.matched_loss:g})",
+                      fontsize=HOUSE_STYLE["axes.labelsize"])
+    return fig
+
+
+SENSITIVITY_COLORS = ("#1b9e77", "#7570b3", "#e7298a", "#66a61e")
+FACTOR_TITLES = {"lr_ov": "(a) OV learning rate", "init_scale": "(b) initial scale (x I)",
+                 "batch_size": "(c) batch size"}
+
+
+def plot_sensitivity(p: Parameters, runs):
+    """Per factor, one line per value: attention on the distinct tokens at the matched loss
+    against the sensitivity ratios, on the task without the shortcut (mean, 95% interval)."""
+    with house_style():
+        fig = new_figure(figsize=(COLUMN_WIDTH_IN, 3.6))
+        axes = fig.subplots(1, 3, sharey=True)
+        for ax, factor in zip(axes, FACTOR_TITLES):
+            mine = [(value, s) for f, value, s in sensitivity_lines(p) if f == factor]
+            for k, (value, s) in enumerate(mine):
+                points = _sensitivity_points(p, runs, s)
+                ax.errorbar([x["r"] * 1.08 ** (k - (len(mine) - 1) / 2) for x in points],
+                            [x["mean"] for x in points], yerr=[x["ci95"] for x in points],
+                            fmt="o-", ms=4, capsize=2, color=SENSITIVITY_COLORS[k],
+                            label=f"{value:g}")
+            ax.set_xscale("log")
+            ax.set_ylim(0, 1.02)
+            ax.set_title(FACTOR_TITLES[factor])
+            ax.legend(loc="lower right")
+        axes[0].set_ylabel("attention on distinct tokens")
+        fig.supxlabel(r"$r = \eta_{QK} / \eta_{OV}$ (task without the shortcut)",
+                      fontsize=HOUSE_STYLE["axes.labelsize"])
+    return fig
