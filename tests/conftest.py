@@ -55,9 +55,11 @@ def run_tool():
     return run
 
 
-# The book tests build the book from the figures' files: they run last, after nbval has
-# re-executed every notebook into $QKOV_ARTIFACTS (so CI, in a fresh clone, has them).
-BOOK_TESTS = ("test_book.py", "test_browser.py", "test_pdf.py", "test_explorer.py")
+# The book tests build the book from the figures' files, and the claims tests read them:
+# they run last, after nbval has re-executed every notebook into $QKOV_ARTIFACTS (so CI, in
+# a fresh clone, has them).
+BOOK_TESTS = ("test_book.py", "test_browser.py", "test_pdf.py", "test_explorer.py",
+              "test_claims.py")
 
 
 # Test tiers (markers, registered in pyproject.toml). ``make check`` runs the fast one:
@@ -68,7 +70,8 @@ BOOK_TESTS = ("test_book.py", "test_browser.py", "test_pdf.py", "test_explorer.p
 #   cluster   a single-node SLURM
 # A file's tier, unless it is unit; a unit file's test that starts tools (it takes the
 # run_tool fixture) is a notebook test.
-FILE_TIERS = {"test_book.py": "book", "test_pdf.py": "book", "test_browser.py": "browser",
+FILE_TIERS = {"test_book.py": "book", "test_pdf.py": "book", "test_claims.py": "book",
+              "test_browser.py": "browser",
               "test_explorer.py": "browser", "test_slurm.py": "cluster",
               "test_perturbation.py": "notebook", "test_sweeps.py": "notebook",
               "test_fig2_fig3_notebooks.py": "notebook", "test_fig4_notebook.py": "notebook",
@@ -85,10 +88,40 @@ def tier(item) -> str:
         else default
 
 
+def notebook_order() -> dict[str, int]:
+    """Each figure notebook's place in a run of them all: after every figure whose files it
+    reads (its spec's ``reads``), as the pipeline orders them; otherwise by name."""
+    from qkov.figures import specs
+
+    known, order = specs(), {}
+
+    def place(figure_id, seen=()):
+        if figure_id not in order:
+            if figure_id in seen:
+                raise ValueError(f"figures read each other in a cycle: {seen}")
+            for read in known[figure_id].reads:
+                place(read.split("/")[0], (*seen, figure_id))
+            order[figure_id] = len(order)
+        return order[figure_id]
+
+    for figure_id in known:
+        place(figure_id)
+    return order
+
+
 def pytest_collection_modifyitems(session, config, items):
     for item in items:
         item.add_marker(tier(item))
-    items.sort(key=lambda item: Path(str(item.fspath)).name in BOOK_TESTS)  # stable
+    order = notebook_order()
+
+    def key(item):
+        path = Path(str(item.fspath))
+        # nbval re-executes a notebook into $QKOV_ARTIFACTS, where the notebooks that read
+        # it find it: a reader runs after what it reads; the book tests run last.
+        return (path.name in BOOK_TESTS, order.get(path.stem, -1) if path.suffix == ".ipynb"
+                else -1)
+
+    items.sort(key=key)  # stable: the rest keep their order
 
 
 def book_artifacts() -> Path:

@@ -49,16 +49,17 @@ LAYERS = (
      "qkov.stats"),  # vocabulary and utilities
     ("qkov.params",),  # notebook parameters: checked, costed, and where the run will write
     ("qkov.theory", "qkov.theory.reduced", "qkov.synthetic", "qkov.synthetic.tasks",
-     "qkov.plotting", "qkov.language", "qkov.language.batches",
+     "qkov.synthetic.authors", "qkov.plotting", "qkov.language", "qkov.language.batches",
      "qkov.language.tokenizers"),  # reduced dynamics; the synthetic task's data; house
     #   style and drawing; token batches and tokenizers
     ("qkov.theory.stylized", "qkov.synthetic.models", "qkov.language.models",
      "qkov.language.metrics", "qkov.language.agreement", "qkov.language.data"),  # full-matrix
     #   model of the theory; task models; the language decoder, its metrics, the agreement
     #   task, real-data loaders
-    ("qkov.synthetic.train", "qkov.synthetic.metrics", "qkov.synthetic.trajectories",
-     "qkov.language.train"),  # training; measuring; runs passed between figures
-    ("qkov.language.pipelines",),  # the real-data figures' shared steps
+    ("qkov.synthetic.train", "qkov.synthetic.metrics",
+     "qkov.language.train"),  # training; measuring
+    ("qkov.synthetic.trajectories", "qkov.language.pipelines"),  # runs measured during
+    #   training and passed between figures; the real-data figures' shared steps
     ("qkov.figures", "qkov.figures.*"),  # one module per figure, each with its SPEC
     ("qkov_tools", "qkov_tools.imports", "qkov_tools.notebooks"),  # tooling: the import
     #   graph, running and storing notebooks

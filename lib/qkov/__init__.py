@@ -14,7 +14,9 @@ Modules by layer, lowest first (a module imports only from layers below its own;
 2. ``params`` (notebook parameters: checks, typed figure parameters, a run's cost and
    where it writes, before any work);
 3. ``theory``, ``theory.reduced`` (the reduced dynamics, closed forms), ``synthetic``,
-   ``synthetic.tasks`` (the synthetic task's data), ``plotting`` (house style, drawing,
+   ``synthetic.tasks`` (the synthetic task's data, with or without the query-token
+   shortcut), ``synthetic.authors`` (what the authors' released notebooks show for Figs. 2
+   and 3, quoted), ``plotting`` (house style, drawing,
    publishing a figure's files), ``language``, ``language.batches`` and
    ``language.tokenizers`` (token batches; tokenizers trained offline);
 4. ``theory.stylized`` (full matrices whose gradient flow is the reduced dynamics),
@@ -23,9 +25,9 @@ Modules by layer, lowest first (a module imports only from layers below its own;
    ``language.agreement`` (the synthetic agreement task), ``language.data`` (the real
    datasets' loaders);
 5. ``synthetic.train`` (training many models as one batched computation),
-   ``synthetic.metrics`` (measuring them), ``synthetic.trajectories`` (the runs one figure
-   writes and another reads), ``language.train``;
-6. ``language.pipelines`` (the real-data figures' shared steps);
+   ``synthetic.metrics`` (measuring them), ``language.train``;
+6. ``synthetic.trajectories`` (measuring runs during training: the runs one figure writes
+   and others read), ``language.pipelines`` (the real-data figures' shared steps);
 7. ``figures`` and ``figures.<module>``: one module per figure of the book, each with its
    ``SPEC`` (``figures.paper_fig2``, ...).
 """

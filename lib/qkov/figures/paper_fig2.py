@@ -19,6 +19,7 @@ from matplotlib.ticker import NullFormatter
 from .. import artifacts
 from ..params import (
     FigureParameters,
+    ParameterError,
     Work,
     boolean,
     integer,
@@ -30,10 +31,10 @@ from ..params import (
 from ..plotting import COLUMN_WIDTH_IN, HOUSE_STYLE, PARAMETERIZATION_COLORS, house_style, new_figure
 from ..seeding import init_generator
 from ..spec import Drawing, FigureSpec
-from ..stats import seed_interval_text
-from ..synthetic import metrics, models, trajectories
+from ..stats import interval_text, seed_interval, seed_interval_text
+from ..synthetic import authors, metrics, models, trajectories
 from ..synthetic.models import ModelSpec
-from ..synthetic.train import RunConfig
+from ..synthetic.train import EARLY_STOP_RULES, RunConfig
 from ..synthetic.train import train as train_runs
 
 SPEC = FigureSpec(
@@ -70,9 +71,11 @@ class Panel:
     def key(self) -> str:
         return self.template.name
 
-    def runs(self, seeds=SEEDS, epochs_scale: float = 1.0) -> list[RunConfig]:
+    def runs(self, seeds=SEEDS, epochs_scale: float = 1.0, early_stop_rule: str = "epoch"
+             ) -> list[RunConfig]:
         epochs = max(1, round(self.template.epochs * epochs_scale))
-        return [replace(self.template, name=f"{self.key}/seed{seed}", seed=seed, epochs=epochs)
+        return [replace(self.template, name=f"{self.key}/seed{seed}", seed=seed, epochs=epochs,
+                        early_stop_rule=early_stop_rule)
                 for seed in seeds]
 
 
@@ -105,9 +108,16 @@ PANELS = (
 )
 
 
-def runs(seeds=SEEDS, epochs_scale: float = 1.0) -> list[RunConfig]:
+def runs(seeds=SEEDS, epochs_scale: float = 1.0, early_stop_rule: str = "epoch"
+         ) -> list[RunConfig]:
     """All eight panels x seeds (40 runs at paper scale)."""
-    return [run for panel in PANELS for run in panel.runs(seeds, epochs_scale)]
+    return [run for panel in PANELS for run in panel.runs(seeds, epochs_scale, early_stop_rule)]
+
+
+def _early_stop_rule(name, value) -> str:
+    if value not in EARLY_STOP_RULES:
+        raise ParameterError(name, f"expected one of {list(EARLY_STOP_RULES)}, got {value!r}")
+    return value
 
 
 
@@ -129,6 +139,7 @@ class Parameters(FigureParameters):
                                   maximum=MAX_EVAL_BATCHES)  # held-out batches for heatmaps
     trajectory_batches: int = parameter(16, integer, minimum=1,
                                         maximum=MAX_TRAJECTORY_BATCHES)  # held-out, trajectories
+    early_stop_rule: str = parameter("epoch", _early_stop_rule)  # "epoch" or "authors"
     workers: int = parameter(2, integer, minimum=1)  # training processes
     progress: bool = parameter(True, boolean)
     artifacts_dir: str | None = parameter(None, optional_path)
@@ -144,32 +155,14 @@ TRAJECTORY_DENSE_EPOCHS, TRAJECTORY_EVERY = 100, 10
 
 
 def train(p: Parameters):
-    """Train every panel and seed together; after every epoch (and before the first) measure
-    each run's held-out loss and attention on ``trajectory_batches`` batches of its own
-    held-out stream (the first batches of the set the heatmaps use), so that panels can be
-    compared at equal loss. The values land in ``RunResult.epoch_callback_values`` as
-    (epoch, loss, attention on distinct tokens, attention on class-identifying tokens), at
-    every epoch up to TRAJECTORY_DENSE_EPOCHS and every TRAJECTORY_EVERY-th after (None at
-    the others: late in training an epoch changes little, and each measurement costs time)."""
-    held_out = {}
-
-    def measure(configs, circuits, epoch):  # one batched evaluation of every run at once
-        if epoch > TRAJECTORY_DENSE_EPOCHS and epoch % TRAJECTORY_EVERY:
-            return [None] * len(configs)
-        for c in configs:
-            if (c.seed, c.T) not in held_out:
-                held_out[c.seed, c.T] = metrics.held_out_batches(c.seed, c.T,
-                                                                 p.trajectory_batches)
-        values = np.zeros((len(configs), 3))
-        for T in {c.T for c in configs}:  # counts of different T do not stack: one call per T
-            index = [i for i, c in enumerate(configs) if c.T == T]
-            sets = [held_out[configs[i].seed, T] for i in index]
-            values[index] = metrics.learned_attention_measures(
-                {k: v[index] for k, v in circuits.items()},
-                torch.stack([b.counts for b in sets]), torch.stack([b.classes for b in sets]))
-        return [(epoch, *map(float, row)) for row in values]
-
-    return train_runs(runs(p.seeds, p.epochs_scale), progress=p.progress,
+    """Train every panel and seed together; after every epoch up to
+    TRAJECTORY_DENSE_EPOCHS and every TRAJECTORY_EVERY-th after (and before the first)
+    measure each run on ``trajectory_batches`` batches of its own held-out stream
+    (:func:`qkov.synthetic.trajectories.measuring_callback`), so that panels can be
+    compared at equal loss. The values land in ``RunResult.epoch_callback_values``."""
+    measure = trajectories.measuring_callback(p.trajectory_batches, TRAJECTORY_DENSE_EPOCHS,
+                                              TRAJECTORY_EVERY)
+    return train_runs(runs(p.seeds, p.epochs_scale, p.early_stop_rule), progress=p.progress,
                       epoch_callback=measure, desc="paper-fig2", workers=p.workers)
 
 
@@ -185,7 +178,7 @@ class PanelSummary:
     epochs_run: list[int]
     mean_attentions: list[float]  # mean held-out attention mass on distinct tokens, per seed
     separabilities: list[np.ndarray]  # per seed, per held-out sequence (metrics.separability)
-    trajectories: list[np.ndarray]  # per seed: (epochs + 1, 4) epoch, loss, attention x 2
+    trajectories: list[np.ndarray]  # per seed: measured epochs x (epoch, *trajectories.MEASURES)
     drifts: list[dict[str, float]]  # per seed: relative drift of each factorized circuit's
     #                                 conserved quantity (see conservation_drift)
     seeds: list[int]
@@ -324,27 +317,129 @@ MATCHED_LOSS_LEVELS = np.geomspace(3.0, 3e-5, 51)  # ten per decade, from near l
 MATCHED_LOSS_TABLE_LEVELS = (1.0, 0.1, 0.02, 0.01, 0.001)
 
 
+def attention_at_loss_per_seed(s: PanelSummary, level: float, measure: int = 0) -> list | None:
+    """Per seed, the attention (``measure`` 0: on distinct tokens, 1: on class-identifying
+    ones) when the run's held-out loss first reached ``level``; None if a seed never did."""
+    values = [metrics.attention_at_loss(t, level) for t in s.trajectories]
+    return None if any(v is None for v in values) else [v[measure] for v in values]
+
+
 def matched_loss_table(summaries: list[PanelSummary], levels) -> str:
-    """Attention on distinct tokens (mean over seeds) per panel at the loss ``levels``, as
-    text; "-" where some seed never reached that loss."""
-    curves = matched_loss_curves(summaries, levels)
+    """Attention on distinct tokens per panel at the loss ``levels``, mean over seeds ± the
+    half-width of its 95% t interval, as text; "-" where some seed never reached that loss."""
     rows = []
     for s in summaries:
         row = {"panel": s.panel.key}
         for level in levels:
-            value = [c["attention_distinct_mean"] for c in curves
-                     if c["panel"] == s.panel.key and c["loss"] == level]
-            row[f"L={level:g}"] = value[0] if value else "-"
+            values = attention_at_loss_per_seed(s, level)
+            row[f"L={level:g}"] = "-" if values is None else interval_text(
+                *seed_interval(values), 3)
         rows.append(row)
     return artifacts.table_text(rows, list(rows[0]))
 
 
-MATCHED_LOSS_COLUMNS = ("panel", "loss", *(f"{name}_{stat}" for stat in ("mean", "std")
+AUTHORS_COLUMNS = ("panel", "source", "seeds", "epochs",
+                   *(f"attn_{lo:.1f}-{lo + 0.2:.1f}" for lo in metrics.HEATMAP_BINS[:-1]))
+
+
+def authors_table(summaries: list[PanelSummary]) -> list[dict]:
+    """The authors' saved Fig. 2 heatmaps beside the companion's (qkov.synthetic.authors): per
+    panel they saved, the top row of cells (probability of the correct token 0.8-1.0, % of
+    held-out sequences per attention bin), theirs, the companion's mean over seeds ± 95%
+    interval, and the companion's seed 1234 alone where the authors ran only that seed."""
+    by_key = {s.panel.key: s for s in summaries}
+    rows = []
+    for theirs in authors.HEATMAPS:
+        s = by_key.get(theirs.panel)
+        if s is None:
+            continue
+        cells = AUTHORS_COLUMNS[4:]
+        rows.append({"panel": theirs.panel, "source": "authors", "seeds": len(theirs.seeds),
+                     "epochs": str(theirs.epochs),
+                     **{c: f"{v:.1f}" for c, v in zip(cells, theirs.top_row)}})
+        rows.append({"panel": theirs.panel, "source": "companion", "seeds": len(s.seeds),
+                     "epochs": seed_interval_text(s.epochs_run),
+                     **{c: interval_text(*seed_interval([h[-1, j] for h in s.heatmaps]), 3)
+                        for j, c in enumerate(cells)}})
+        if len(theirs.seeds) == 1 and theirs.seeds[0] in s.seeds:
+            k = s.seeds.index(theirs.seeds[0])
+            rows.append({"panel": theirs.panel, "source": f"companion, seed {s.seeds[k]}",
+                         "seeds": 1, "epochs": str(s.epochs_run[k]),
+                         **{c: f"{s.heatmaps[k][-1, j]:.1f}" for j, c in enumerate(cells)}})
+    return rows
+
+
+def authors_gaps(summaries: list[PanelSummary]) -> dict[str, float]:
+    """Per panel the authors saved: the largest difference, in percentage points, between a
+    top-row cell of their heatmap and the companion's mean over seeds."""
+    by_key = {s.panel.key: s for s in summaries}
+    return {theirs.panel: max(abs(np.mean([h[-1, j] for h in by_key[theirs.panel].heatmaps]) - v)
+                              for j, v in enumerate(theirs.top_row))
+            for theirs in authors.HEATMAPS if theirs.panel in by_key}
+
+
+def authors_separability(summaries: list[PanelSummary]) -> list[dict]:
+    """The authors' separability (one seed, 1234; qkov.synthetic.authors) beside the
+    companion's mean over seeds ± 95% interval and its seed 1234."""
+    by_key = {s.panel.key: s for s in summaries}
+    rows = []
+    for panel, theirs in authors.SEPARABILITY.items():
+        s = by_key[panel]
+        means = [float(np.nanmean(x)) for x in s.separabilities]
+        mine = s.seeds.index(1234) if 1234 in s.seeds else None
+        rows.append({"panel": panel, "authors_seed_1234": f"{theirs:.4f}",
+                     "companion_mean": interval_text(*seed_interval(means), 3),
+                     "companion_seed_1234": "-" if mine is None else f"{means[mine]:.4f}"})
+    return rows
+
+
+CONSERVED_EPOCHS = (0, 10, 100, 1000)
+CONSERVED_COLUMNS = ("panel", "circuit", *(f"epoch_{e}" for e in CONSERVED_EPOCHS), "last")
+SEPARABILITY_COLUMNS = ("panel", "authors_seed_1234", "companion_mean", "companion_seed_1234")
+
+
+CONSERVED_FLOOR = 1e-9  # a balanced pair of 1e-6 I factors: float32 rounding of 1e-12 terms
+
+
+def _conserved_text(value: float) -> str:
+    """Below CONSERVED_FLOOR rounding, shown as such; below DRIFT_FLOOR float32 rounding
+    accumulated over the run (one digit, as the drift); above it three digits."""
+    if abs(value) < CONSERVED_FLOOR:
+        return f"< {CONSERVED_FLOOR:g}" if value else "0"
+    return f"{value:.1g}" if abs(value) < DRIFT_FLOOR else f"{value:.3g}"
+
+
+def conserved_table(summaries: list[PanelSummary]) -> list[dict]:
+    """The authors' measure of the conserved quantity per epoch (qkov.synthetic.models
+    .factor_measures: ||A^T A - B B^T||_F over the larger norm of its terms) for every
+    factorized circuit: mean over seeds at a few epochs and at each run's last measured one.
+    Gradient flow keeps the quantity A^T A - B B^T; this ratio shows how large it is next to
+    the factors."""
+    column = {"qk": 1 + trajectories.MEASURES.index("conserved_qk"),
+              "ov": 1 + trajectories.MEASURES.index("conserved_ov")}
+    rows = []
+    for s in summaries:
+        for circuit in ("qk", "ov"):
+            points = s.trajectories
+            if np.isnan(points[0][0, column[circuit]]):
+                continue  # a collapsed circuit
+            row = {"panel": s.panel.key, "circuit": circuit.upper()}  # columns: CONSERVED_COLUMNS
+            for epoch in CONSERVED_EPOCHS:
+                at = [t[t[:, 0] == epoch, column[circuit]] for t in points]
+                row[f"epoch_{epoch}"] = ("-" if any(len(a) == 0 for a in at)
+                                         else _conserved_text(np.mean([a[0] for a in at])))
+            row["last"] = _conserved_text(np.mean([t[-1, column[circuit]] for t in points]))
+            rows.append(row)
+    return rows
+
+
+MATCHED_LOSS_COLUMNS = ("panel", "loss", *(f"{name}_{stat}" for stat in ("mean", "std", "ci95")
                                             for name in TRAJECTORY_MEASURES))
 
 
 def matched_loss_curves(summaries: list[PanelSummary], levels) -> list[dict]:
-    """Per panel and loss level: mean and std over seeds of the attention when the held-out
+    """Per panel and loss level: mean, std and 95% t half-width over seeds of the attention
+    when the held-out
     loss first reached that level (only levels every seed reached)."""
     rows = []
     for s in summaries:
@@ -357,17 +452,22 @@ def matched_loss_curves(summaries: list[PanelSummary], levels) -> list[dict]:
                          **{f"{name}_mean": float(values[:, j].mean())
                             for j, name in enumerate(TRAJECTORY_MEASURES)},
                          **{f"{name}_std": float(values[:, j].std())
+                            for j, name in enumerate(TRAJECTORY_MEASURES)},
+                         **{f"{name}_ci95": seed_interval(values[:, j])[1]
                             for j, name in enumerate(TRAJECTORY_MEASURES)}})
     return rows
 
 
 def rows(summaries: list[PanelSummary]) -> list[dict]:
     """summary.json rows: per panel x attention bin, the % of held-out sequences (mean and
-    std over seeds), with the panel's mean final training loss, held-out accuracy and mean
-    attention mass on distinct tokens (mean and std over seeds)."""
+    std over seeds), with the panel's mean final training loss, held-out accuracy, mean
+    attention mass on distinct tokens (mean, std and 95% half-width over seeds), the % of
+    sequences in the top row (probability of the correct token at least 0.8) and the
+    separability (mean and 95% half-width over seeds of each seed's mean)."""
     rows = []
     for s in summaries:
         mean, std = s.attention_marginal()
+        separabilities = [float(np.nanmean(x)) for x in s.separabilities]
         for j in range(len(mean)):
             rows.append({
                 "panel": s.panel.key,
@@ -378,6 +478,12 @@ def rows(summaries: list[PanelSummary]) -> list[dict]:
                 "accuracy": float(np.mean(s.accuracies)),
                 "attention_mean": float(np.mean(s.mean_attentions)),
                 "attention_mean_std": float(np.std(s.mean_attentions)),
+                "attention_mean_ci95": seed_interval(s.mean_attentions)[1],
+                "top_row_pct": float(np.mean([h[-1].sum() for h in s.heatmaps])),
+                "epochs_mean": float(np.mean(s.epochs_run)),
+                "epochs_ci95": seed_interval(s.epochs_run)[1],
+                "separability_mean": float(np.mean(separabilities)),
+                "separability_ci95": seed_interval(separabilities)[1],
             })
     return rows
 
@@ -447,7 +553,7 @@ def plot_trajectories(rows, panel_keys, uniform_share: float | None = None):
 
     ``rows``: :func:`qkov.figures.paper_fig2.matched_loss_curves`; ``panel_keys``: the panels in Fig. 2's
     order (two rows of four). Columns: Fig. 2's rows; rows: attention on distinct tokens, on
-    class-identifying tokens. Lines: mean over seeds; bands: +- one std over seeds. The loss
+    class-identifying tokens. Lines: mean over seeds; bands: 95% t interval over seeds. The loss
     axis runs from high to low, the direction of training. ``uniform_share``: a dotted line
     at the distinct tokens' share of uniform attention (top row).
     """
@@ -462,9 +568,9 @@ def plot_trajectories(rows, panel_keys, uniform_share: float | None = None):
                 loss = np.array([row["loss"] for row in mine])
                 for ax, (name, _) in zip(axes[:, col], measures):
                     mean = np.array([row[f"{name}_mean"] for row in mine])
-                    std = np.array([row[f"{name}_std"] for row in mine])
+                    half = np.array([row[f"{name}_ci95"] for row in mine])
                     ax.plot(loss, mean, color=PANEL_COLORS[k], label=key)
-                    ax.fill_between(loss, mean - std, mean + std, color=PANEL_COLORS[k],
+                    ax.fill_between(loss, mean - half, mean + half, color=PANEL_COLORS[k],
                                     alpha=0.2, lw=0)
             axes[0, col].set_title(f"({'ab'[col]}) Fig. 2 row {col + 1}")
             axes[1, col].set_title(f"({'cd'[col]}) Fig. 2 row {col + 1}")

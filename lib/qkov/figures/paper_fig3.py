@@ -27,8 +27,8 @@ from ..params import (
 )
 from ..plotting import COLUMN_WIDTH_IN, HOUSE_STYLE, house_style, new_figure, ratio_colors
 from ..spec import FigureSpec
-from ..stats import interval_text, seed_interval
-from ..synthetic import metrics
+from ..stats import interval_text, seed_band, seed_interval
+from ..synthetic import authors, metrics
 from ..synthetic.models import ModelSpec
 from ..synthetic.train import RunConfig
 from ..synthetic.train import train as train_runs
@@ -174,6 +174,9 @@ def rows(curves: list[FixedAttentionCurve]) -> list[dict]:
         for name, values in stats.items():
             mean, half = seed_interval(values)
             row[name], row[f"{name}_ci95"] = float(mean), float(half)
+            if name.startswith("epoch"):
+                row[f"{name}_median"] = float(np.median(values))
+                row[f"{name}_min"], row[f"{name}_max"] = float(min(values)), float(max(values))
         out.append(row)
     return out
 
@@ -183,10 +186,16 @@ COLUMNS = ("ov", "alpha", "final_loss", "peak_sensitivity", "epoch_of_peak",
 
 
 def table(rows: list[dict]) -> list[dict]:
-    """The rows for printing: each statistic as mean ± 95% half-width over the seeds."""
+    """The rows for printing: each value as mean ± 95% half-width over the seeds; an epoch
+    (where a peak or a dip falls, a position rather than a measurement, which can split
+    between seeds) as the median and, where the seeds differ, their range."""
+    def epoch(row, name):
+        low, median, high = (row[f"{name}_{k}"] for k in ("min", "median", "max"))
+        return f"{median:g}" if low == high else f"{median:g} ({low:g}-{high:g})"
+
     return [{"ov": row["ov"], "alpha": row["alpha"],
-             **{name: interval_text(row[name], row[f"{name}_ci95"],
-                                    3 if name.startswith("epoch") else 4)
+             **{name: epoch(row, name) if name.startswith("epoch")
+                else interval_text(row[name], row[f"{name}_ci95"], 4)
                 for name in COLUMNS[2:]}} for row in rows]
 
 
@@ -197,12 +206,7 @@ def curve_rows(curves: list[FixedAttentionCurve]) -> list[dict]:
             for c in curves for e in range(len(c.losses))]
 
 
-# Quoted from the authors' public Fig. 3 notebooks (final losses at epoch 500, one seed:
-# 1234), not computed.
-AUTHORS_FINAL_LOSS = {
-    "collapsed": {0.2: 0.5980, 0.4: 0.1582, 0.6: 0.0645, 0.8: 0.0346, 1.0: 0.02155},
-    "factorized": {0.2: 0.00379, 0.4: 0.00148, 0.6: 0.000892, 0.8: 0.000633, 1.0: 0.000486},
-}
+AUTHORS_FINAL_LOSS = authors.FIG3_FINAL_LOSS  # quoted, not computed (qkov.synthetic.authors)
 COMPARISON_COLUMNS = ("ov", "alpha", "companion", "companion_ci95", "authors")
 
 
@@ -222,7 +226,7 @@ def comparison(rows: list[dict], epochs: int) -> list[dict]:
 
 def plot(curves):
     """Paper Fig. 3: loss L_t(alpha) and sensitivity per OV parameterization over epochs,
-    mean over the seeds with a band of +- one standard deviation (epoch axis linear up to 10
+    mean over the seeds with a band of its 95% t interval (epoch axis linear up to 10
     and logarithmic after, so that the early dip of the sensitivity below zero shows next
     to the late course)."""
     grouped = _by_run(curves)
@@ -237,10 +241,10 @@ def plot(curves):
                 epochs = np.arange(len(mine[0].losses))
                 for ax, name in zip(axes[:, col], ("losses", "sensitivity")):
                     values = np.stack([getattr(c, name) for c in mine])
-                    mean, std = values.mean(0), values.std(0)
+                    mean, half = seed_band(values)  # the band: 95% t interval over seeds
                     ax.plot(epochs, mean, color=colors[alpha],
                             label=rf"$\alpha = {alpha:g}$" if name == "losses" else None)
-                    ax.fill_between(epochs, mean - std, mean + std, color=colors[alpha],
+                    ax.fill_between(epochs, mean - half, mean + half, color=colors[alpha],
                                     alpha=0.25, lw=0)
             axes[0, col].set_yscale("log")
             axes[0, col].set_title(f"({'ab'[col]}) {ov} OV: loss")
