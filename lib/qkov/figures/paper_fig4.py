@@ -103,6 +103,18 @@ def threshold_rows(trajectories) -> list[dict]:
     ]
 
 
+def time_to_loss(trajectories, loss: float, eta_ov: float) -> list[dict]:
+    """Per ratio, when the loss first reaches ``loss``: the normalised time tau =
+    min(eta_OV, eta_QK) t of the paper's axis, and the time t itself at the fixed OV rate
+    ``eta_ov`` (eta_QK = r eta_ov)."""
+    rows = []
+    for tr in trajectories:
+        level = min(tr.crossings, key=lambda x: abs(np.log(x / loss)))  # the threshold at loss
+        tau = tr.crossings[level]["tau"]
+        rows.append({"r": tr.r, "tau": tau, "t": tau / (eta_ov * min(1.0, tr.r))})
+    return rows
+
+
 # --- the figure ---------------------------------------------------------------------------
 
 

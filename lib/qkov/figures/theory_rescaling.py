@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from ..circuits import PARAMETERIZATIONS
 from ..params import ParameterError, derived, number, optional_path, parameter
 from ..plotting import COLUMN_WIDTH_IN, PARAMETERIZATION_COLORS, curve_points, house_style, new_figure
 from ..spec import FigureSpec
+from ..stats import interval_text, seed_interval
 from ..synthetic import metrics
 from ..synthetic import trajectories as fig2_runs
 from ..theory import reduced as theory
@@ -77,7 +77,9 @@ class Parameters(theory.SettingParameters):
 
 def measured_fig2_sharpness(path: Path, matched_loss: float) -> dict[str, dict[str, float]]:
     """Per Fig. 2 row-1 panel, when each seed's held-out loss first reached ``matched_loss``:
-    the attention on distinct and on class-identifying tokens (mean and std over seeds).
+    the attention on distinct and on class-identifying tokens (mean and 95% t interval over
+    seeds, and per seed), and the effective ratio r_eff from the factors
+    (qkov.synthetic.models.factor_measures; log10, mean and 95% interval).
 
     Read from the ``trajectories.csv`` that paper-fig2 writes next to its ``summary.json``
     (``path``): the panels stop at different losses, so their end-of-training attention is
@@ -102,9 +104,10 @@ def measured_fig2_sharpness(path: Path, matched_loss: float) -> dict[str, dict[s
         raise ParameterError("fig2_summary", f"{err}; re-run notebooks/paper-fig2.ipynb") \
             from None
     measured = {}
+    rates = [1 + fig2_runs.MEASURES.index(name) for name in ("rate_qk", "rate_ov")]
     for panel in ROW1_PANELS:
         mine = [t.points for t in sorted(runs, key=lambda t: t.seed) if t.panel == panel]
-        values = [metrics.attention_at_loss(t, matched_loss) for t in mine]
+        values = [metrics.at_loss(t, matched_loss, (2, 3, *rates)) for t in mine]
         if any(v is None for v in values):
             lowest = max(float(t[:, 1].min()) for t in mine)
             raise ParameterError(
@@ -112,9 +115,14 @@ def measured_fig2_sharpness(path: Path, matched_loss: float) -> dict[str, dict[s
                 f"reached this held-out loss (all of them reached {lowest:.3g}); choose a "
                 "larger matched_loss")
         values = np.array(values)
-        measured[panel] = {"attention": float(values[:, 0].mean()),
+        attention, attention_ci = seed_interval(values[:, 0])
+        # r = 1 in row 1: the effective ratio is the ratio of the circuits' rate factors
+        log_ratio, log_ratio_ci = seed_interval(np.log10(values[:, 2] / values[:, 3]))
+        measured[panel] = {"attention": attention, "attention_ci95": attention_ci,
+                           "attention_seeds": [float(x) for x in values[:, 0]],
                            "attention_std": float(values[:, 0].std()),
                            "class_attention": float(values[:, 1].mean()),
+                           "log10_r_eff": log_ratio, "log10_r_eff_ci95": log_ratio_ci,
                            "seeds": len(values)}
     return measured
 
@@ -146,6 +154,30 @@ def _ranks(values: dict[str, float]) -> dict[str, int]:
     return {name: order.index(name) + 1 for name in values}
 
 
+BRIDGE_COLUMNS = ("parameterization", "predicted_r_eff", "measured_r_eff",
+                  "measured_log10_ci95", "predicted_r_eff_rank", "measured_r_eff_rank",
+                  "measured_over_predicted")
+
+
+def bridge_rows(rows: list[dict]) -> list[dict]:
+    """The effective ratio r_eff at the matched loss, predicted by the reduced model and
+    measured in the trained Fig. 2 row-1 models from their factors' Gram matrices
+    (``qkov.synthetic.models.factor_measures``: rate factor of the QK circuit over that of
+    the OV circuit, at r = 1), with ranks (1: the largest) and the measured value over the
+    predicted one. The measured value is the geometric mean over seeds; its interval is the
+    95% t interval of log10 r_eff."""
+    predicted = {row["parameterization"]: row["r_eff_at_loss"] for row in rows}
+    measured = {row["parameterization"]: 10 ** row["measured_log10_r_eff"] for row in rows}
+    pred_rank, meas_rank = _ranks(predicted), _ranks(measured)
+    return [{"parameterization": name, "predicted_r_eff": f"{predicted[name]:.3g}",
+             "measured_r_eff": f"{measured[name]:.3g}",
+             "measured_log10_ci95": interval_text(row["measured_log10_r_eff"],
+                                                  row["measured_log10_r_eff_ci95"], 3),
+             "predicted_r_eff_rank": pred_rank[name], "measured_r_eff_rank": meas_rank[name],
+             "measured_over_predicted": f"{measured[name] / predicted[name]:.3g}"}
+            for name, row in zip(predicted, rows)]
+
+
 def rows(trajectories: dict[str, theory.Trajectory],
                    balanced: dict[str, theory.Trajectory], measured: dict) -> list[dict]:
     """Per parameterization: the prediction at the matched loss (starts as in Fig. 2, and all
@@ -163,7 +195,11 @@ def rows(trajectories: dict[str, theory.Trajectory],
             "r_eff_at_loss": float(r_eff[-1]), "r_eff_min": float(r_eff.min()),
             "r_eff_max": float(r_eff.max()), "predicted_rank": pred_rank[name],
             "measured_attention": observed[name],
+            "measured_attention_ci95": measured[name]["attention_ci95"],
+            "measured_attention_seeds": measured[name]["attention_seeds"],
             "measured_attention_std": measured[name]["attention_std"],
+            "measured_log10_r_eff": measured[name]["log10_r_eff"],
+            "measured_log10_r_eff_ci95": measured[name]["log10_r_eff_ci95"],
             "measured_class_attention": measured[name]["class_attention"],
             "measured_seeds": measured[name]["seeds"],
             "measured_rank": obs_rank[name],
@@ -173,7 +209,7 @@ def rows(trajectories: dict[str, theory.Trajectory],
 
 COLUMNS = ("parameterization", "alpha_at_loss", "alpha_balanced_start",
                      "tau_at_loss", "r_eff_at_loss", "predicted_rank", "measured_attention",
-                     "measured_attention_std", "measured_class_attention", "measured_rank")
+                     "measured_attention_ci95", "measured_class_attention", "measured_rank")
 
 
 def ordering_text(rows: list[dict]) -> str:
@@ -187,13 +223,14 @@ def ordering_text(rows: list[dict]) -> str:
              f"orderings are {verdict}"]
     for a, b in itertools.combinations(rows, 2):  # is each swap beyond the seeds' noise?
         if (a["predicted_rank"] < b["predicted_rank"]) != (a["measured_rank"] < b["measured_rank"]):
-            gap = abs(a["measured_attention"] - b["measured_attention"])
-            # measured_attention_std has ddof 0: the standard error is std / sqrt(n - 1)
-            se = math.sqrt(sum(x["measured_attention_std"] ** 2 / max(x["measured_seeds"] - 1, 1)
-                               for x in (a, b)))
-            where = "within" if gap <= 2 * se else "beyond"
+            # paired by seed: the runs of one seed see the same batches
+            gap, half = seed_interval(np.subtract(a["measured_attention_seeds"],
+                                                  b["measured_attention_seeds"]))
+            verdict = "a tie: the interval holds 0" if abs(gap) <= half else \
+                "a real swap: the interval excludes 0"
             lines.append(f"{a['parameterization']} and {b['parameterization']} swap: measured "
-                         f"gap {gap:.2g}, {where} two standard errors ({2 * se:.2g})")
+                         f"difference {interval_text(gap, half, 3)} (paired by seed, 95% "
+                         f"interval), {verdict}")
     return "\n".join(lines)
 
 
@@ -247,9 +284,9 @@ def plot(trajectories, rows, curves):
                     color=[PARAMETERIZATION_COLORS[n] for n in names],
                     label=rf"predicted $\alpha$ at $L = {rows[0]['matched_loss']:g}$")
         axes[2].bar(x + 0.2, [row["measured_attention"] for row in rows], 0.4,
-                    yerr=[row["measured_attention_std"] for row in rows], capsize=3,
+                    yerr=[row["measured_attention_ci95"] for row in rows], capsize=3,
                     color="white", edgecolor=[PARAMETERIZATION_COLORS[n] for n in names],
-                    hatch="//", label="paper-fig2 at the same held-out loss (mean, std)")
+                    hatch="//", label="paper-fig2 at the same held-out loss")
         axes[2].set_xticks(x, names)
         axes[2].set_ylim(0, 1.32)  # room for the legend above the bars
         axes[2].set_yticks(np.linspace(0, 1, 6))
