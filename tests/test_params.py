@@ -96,9 +96,7 @@ def test_the_cost_line_is_printed_first_and_stored_without_minutes(capsys, monke
     costed = [s for s in specs().values()
               if module(s.id).Parameters.work is not FigureParameters.work]
     assert len(costed) == 7
-    # (a figure that reads another's files checks them when its parameters are made: its
-    # cost line is checked with those files, in the notebook tier, by nbval)
-    for spec in (s for s in costed if not s.reads):
+    for spec in costed:
         Parameters = module(spec.id).Parameters
         Parameters.from_notebook(Parameters.defaults())
         reader = capsys.readouterr().out

@@ -6,8 +6,8 @@ makes torch take its scalar kernels, another rounding of the same computation wi
 data and seeds. Each trained figure's notebook runs twice, with the native kernels and with
 the scalar ones, and its printed outputs are compared under nbval's contract
 (``nbval_tolerance``): cells tagged ``nbval-tolerance`` within its tolerance, every other
-compared cell exactly. Figs. 2 and 3 and the ratio sweep run at a reduced scale, the
-language-agreement experiment as the book runs it.
+compared cell exactly. Figs. 2 and 3, the Fig. 2 controls, the ratio sweep and the shortcut
+test run at a reduced scale, the language-agreement experiment as the book runs it.
 
 The draws themselves (data, initial parameters, held-out sets) must be bit-identical under
 every capability the CPU has, AVX2's included: torch's float32 ``normal_`` has a vectorised
@@ -41,6 +41,16 @@ RUNS = {
                    "-p", "eval_batches", "20", "-y", "seeds: [3, 4]"],
     "theory-ratio-sweep": ["-p", "max_epochs", "100", "-p", "batches_per_epoch", "50",
                            "-p", "eval_batches", "10", "-y", "seeds: [3, 4]"],
+    "theory-shortcut": ["-p", "max_epochs", "100", "-p", "batches_per_epoch", "50",
+                        "-p", "eval_batches", "10", "-y", "seeds: [3, 4]",
+                        "-y", "ratios: [0.1, 1, 10, 100]", "-y", "shortcut_lengths: [32]",
+                        "-y", "shortcut_ratios: [1, 10]", "-y", "sensitivity_ratios: [1, 10]",
+                        "-y", "sensitivity_lr_ov: [0.3]", "-y", "sensitivity_init_scales: [0.1]",
+                        "-y", "sensitivity_batch_sizes: [128]"],
+    # with paper-fig2's reduced run (its seeds and trajectory batches), run natively first
+    "fig2-controls": ["-p", "epochs_scale", "0.1", "-p", "eval_batches", "20",
+                      "-p", "trajectory_batches", "4", "-y", "seeds: [7, 8]",
+                      "-y", "qk_rates: [0.1]"],
     "language-agreement": [],
 }
 
@@ -54,6 +64,7 @@ def environment(capability: str | None) -> dict:
 
 
 def execute(figure_id: str, args: list[str], folder, capability: str | None):
+    folder.mkdir(parents=True, exist_ok=True)
     out = folder / f"{capability or 'native'}.ipynb"
     subprocess.run([sys.executable, "-m", "papermill", str(REPO / "notebooks" / f"{figure_id}.ipynb"),
                     str(out), *args, "-p", "artifacts_dir", str(folder / (capability or "native")),
@@ -137,10 +148,18 @@ def test_differences_flags_a_moved_digit_and_passes_equal_runs():
 def test_printed_results_survive_another_rounding(figure_id, tmp_path):
     import torch
 
+    from qkov.figures import specs
+
     if torch.backends.cpu.get_cpu_capability() == "DEFAULT":
         pytest.skip("torch runs its scalar kernels natively here: no other rounding to compare")
-    native = execute(figure_id, RUNS[figure_id], tmp_path, None)
-    perturbed = execute(figure_id, RUNS[figure_id], tmp_path, SCALAR)
+    args = list(RUNS[figure_id])
+    for read in sorted({r.split("/")[0] for r in specs()[figure_id].reads}):
+        # the figure it reads, once, natively: both runs below read the same files
+        execute(read, RUNS[read], tmp_path / read, None)
+        args += ["-p", f"{read.replace('paper-', '').replace('-', '')}_summary",
+                 str(tmp_path / read / "native" / "summary.json")]
+    native = execute(figure_id, args, tmp_path, None)
+    perturbed = execute(figure_id, args, tmp_path, SCALAR)
     found = differences(native, perturbed)
     assert not found, (f"{figure_id}: the scalar kernels (ATEN_CPU_CAPABILITY={SCALAR}) "
                        f"print other results:\n" + "\n\n".join(found))

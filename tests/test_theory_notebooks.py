@@ -4,11 +4,13 @@ import csv
 import json
 
 import nbformat
+import numpy as np
 import pytest
 
 from conftest import REPO
 from qkov.figures import theory_ratio_sweep, theory_reduction, theory_rescaling
 from qkov.params import ParameterError
+from qkov.synthetic import trajectories
 
 SMALL = ["-p", "m", "2", "-p", "n", "7", "-p", "b", "3.5", "-p", "M", "4"]
 
@@ -43,11 +45,14 @@ def fig2_artifacts(folder, attention):
     attention is a + 0.05, so the panel's mean is attention[panel] + 0.05."""
     folder.mkdir()
     (folder / "summary.json").write_text(json.dumps({"figure": "paper-fig2", "rows": []}))
-    lines = ["panel,seed,epoch,loss,attention_distinct,attention_class"]
+    lines = [",".join(("panel", "seed", "epoch") + trajectories.MEASURES)]
     for panel, value in attention.items():
         for seed, a in ((1, value - 0.02), (2, value + 0.02)):
             for epoch, (loss, att) in enumerate([(1.0, 0.3), (0.1, a), (0.001, a + 0.1)]):
-                lines.append(f"{panel},{seed},{epoch},{loss},{att},{att + 0.1}")
+                # rate factors: QK 1, OV 10 ** (seed - epoch): at the matched loss, halfway
+                # in log loss between epochs 1 and 2, r_eff = 1 / (0.055 * 10 ** seed)
+                lines.append(f"{panel},{seed},{epoch},{loss},{att},{att + 0.1},1,"
+                             f"{10.0 ** (seed - epoch)},,")
     (folder / "trajectories.csv").write_text("\n".join(lines) + "\n")
     return folder / "summary.json"
 
@@ -67,6 +72,12 @@ def test_rescaling_notebook_compares_orderings_at_equal_loss(run_tool, tmp_path)
     for name, value in attention.items():  # interpolated at the matched loss, see above
         assert by_name[name]["measured_attention"] == pytest.approx(value + 0.05)
         assert by_name[name]["measured_attention_std"] == pytest.approx(0.02)
+        assert by_name[name]["measured_attention_seeds"] == pytest.approx([value + 0.03,
+                                                                           value + 0.07])
+        # log10 r_eff per seed: -log10(0.055 * 10 ** seed), the rate factor interpolated
+        # linearly between epochs (10 ** (seed - 1) and 10 ** (seed - 2))
+        expected = [-np.log10(0.5 * 10.0 ** (s - 1) + 0.5 * 10.0 ** (s - 2)) for s in (1, 2)]
+        assert by_name[name]["measured_log10_r_eff"] == pytest.approx(np.mean(expected))
         assert by_name[name]["measured_class_attention"] == pytest.approx(value + 0.15)
         assert by_name[name]["measured_seeds"] == 2
     assert [by_name[n]["measured_rank"] for n in ("FACO", "CACO", "FAFO", "CAFO")] == [1, 2, 3, 4]
@@ -179,16 +190,51 @@ def test_sweep_parameters_are_checked(bad, name):
 
 
 def test_ordering_text_says_whether_a_swap_is_beyond_the_seeds_noise():
-    def rows(fafo_attention):
+    cafo = [0.3585, 0.3575, 0.3595, 0.3580, 0.3590]
+
+    def rows(fafo_shift):
         return [{"parameterization": n, "predicted_rank": pr, "measured_rank": mr,
-                 "measured_attention": a, "measured_attention_std": 0.002, "measured_seeds": 5}
-                for n, pr, mr, a in [("FACO", 1, 1, 0.56), ("FAFO", 2, 3, fafo_attention),
-                                     ("CAFO", 3, 2, 0.3585)]]
-    tied = theory_rescaling.ordering_text(rows(0.3583)).splitlines()
+                 "measured_attention": float(np.mean(seeds)), "measured_attention_seeds": seeds}
+                for n, pr, mr, seeds in [("FACO", 1, 1, [0.56] * 5),
+                                         ("FAFO", 2, 3, [x + d for x, d in zip(cafo, fafo_shift)]),
+                                         ("CAFO", 3, 2, cafo)]]
+    tied = theory_rescaling.ordering_text(rows([-0.001, 0.001, -0.0005, 0.0005, 0])).splitlines()
     assert tied[2] == "orderings are different"
-    # gap 0.0002; 2 * sqrt(2 * 0.002**2 / 4) = 0.0028
-    assert tied[3] == "FAFO and CAFO swap: measured gap 0.0002, within two standard errors (0.0028)"
-    apart = theory_rescaling.ordering_text(rows(0.30)).splitlines()
-    assert apart[3].startswith("FAFO and CAFO swap: measured gap 0.058, beyond")
-    same = [{**r, "measured_rank": r["predicted_rank"]} for r in rows(0.3583)]
+    assert tied[3].startswith("FAFO and CAFO swap: measured difference 0.00000 ± 0.00098")
+    assert tied[3].endswith("a tie: the interval holds 0")
+    apart = theory_rescaling.ordering_text(rows([-0.058, -0.057, -0.059, -0.058, -0.058]))
+    assert apart.splitlines()[3].startswith("FAFO and CAFO swap: measured difference -0.058")
+    assert apart.endswith("a real swap: the interval excludes 0")
+    same = [{**r, "measured_rank": r["predicted_rank"]} for r in rows([0] * 5)]
     assert theory_rescaling.ordering_text(same).splitlines()[2:] == ["orderings are the same"]
+
+
+def test_shortcut_notebook_cuts_the_shortcut(run_tool, tmp_path):
+    out = tmp_path / "shortcut"
+    run_notebook(run_tool, tmp_path, "theory-shortcut", "-y", "ratios: [1, 30]",
+                 "-y", "lengths: [16]", "-y", "shortcut_lengths: [8]",
+                 "-y", "shortcut_ratios: [1, 30]", "-y", "seeds: [3, 4]",
+                 "-p", "max_epochs", "20", "-p", "batches_per_epoch", "10",
+                 "-p", "eval_batches", "4", "-y", "sensitivity_ratios: [1]",
+                 "-y", "sensitivity_lr_ov: [0.2]", "-y", "sensitivity_init_scales: [0.001]",
+                 "-y", "sensitivity_batch_sizes: [16]", "-p", "progress", "False",
+                 "-p", "artifacts_dir", out)
+    with open(out / "runs.csv") as f:
+        runs = list(csv.DictReader(f))
+    # lengths 16 (with and without) x 2 ratios, 8 (with) x 2, three sensitivity lines x 1
+    assert len(runs) == 2 * (2 * 2 + 2 + 3)
+    for run in runs:
+        # without the shortcut the query token gets no attention: the class-identifying
+        # tokens are the distinct ones
+        if run["shortcut"] == "False":
+            assert float(run["class_identifying"]) == pytest.approx(float(run["distinct"]),
+                                                                    abs=1e-6)
+        else:
+            assert float(run["class_identifying"]) > float(run["distinct"])
+    with open(out / "lines.csv") as f:
+        lines = list(csv.DictReader(f))
+    assert {(r["T"], r["task"]) for r in lines} == {
+        ("16", "with shortcut"), ("16", "without shortcut"), ("8", "with shortcut")}
+    uniform = {r["task"]: float(r["uniform_share"]) for r in lines if r["T"] == "16"}
+    assert uniform == pytest.approx({"with shortcut": 5.5 / 15.5 * 14 / 15,
+                                     "without shortcut": 5.5 / 14.5})

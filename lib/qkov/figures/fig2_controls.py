@@ -35,7 +35,6 @@ from ..params import (
     ParameterError,
     Work,
     boolean,
-    derived,
     integer,
     number,
     number_list,
@@ -107,8 +106,8 @@ def _losses(name, value) -> list[float]:
 
 @dataclass(frozen=True)
 class Parameters(FigureParameters):
-    """The notebook's parameters. Checking them reads paper-fig2's trajectories
-    (``fig2``), so a missing or stale paper-fig2 run fails before any work."""
+    """The notebook's parameters; the notebook then reads paper-fig2's files
+    (:func:`fig2_inputs`), so a missing or stale paper-fig2 run fails before any work."""
 
     seeds: list = parameter(list(SEEDS), seed_list)  # one run per control and seed
     epochs_scale: float = parameter(1.0, number, above=0, at_most=1)  # of the epochs
@@ -120,17 +119,20 @@ class Parameters(FigureParameters):
     workers: int = parameter(2, integer, minimum=1)  # training processes
     progress: bool = parameter(True, boolean)
     artifacts_dir: str | None = parameter(None, optional_path)
-    fig2: dict = derived()  # paper-fig2's row-2 trajectories and FAFO heatmap, by panel
-
-    def check(self):
-        summary = (Path(self.fig2_summary) if self.fig2_summary is not None
-                   else artifacts.default_dir("paper-fig2") / "summary.json")
-        object.__setattr__(self, "fig2", read_fig2(summary, self.seeds, self.trajectory_batches))
 
     def work(self) -> Work:
         """Optimizer steps of every run to its last epoch (the FAFO runs stop early, so this
         bounds them), each weighted by max(1, T / 64)."""
         return Work(sum(c.steps * max(1.0, c.T / 64) for c in configs(self)), "model-steps")
+
+
+def fig2_inputs(p: Parameters) -> dict:
+    """paper-fig2's files this run reads (:func:`read_fig2`), from ``fig2_summary`` or the
+    pipeline's folder; a ParameterError naming ``fig2_summary`` if they are missing or from
+    another run."""
+    summary = (Path(p.fig2_summary) if p.fig2_summary is not None
+               else artifacts.default_dir("paper-fig2") / "summary.json")
+    return read_fig2(summary, p.seeds, p.trajectory_batches)
 
 
 def read_fig2(path: Path, seeds: list[int], trajectory_batches: int) -> dict:
@@ -213,15 +215,17 @@ class Runs:
 
     trajectories: dict[str, list[np.ndarray]]
     results: dict[str, list]
+    fig2: dict  # what was read of paper-fig2 (fig2_inputs)
 
 
-def collect(p: Parameters, results) -> Runs:
+def collect(fig2: dict, results) -> Runs:
+    """The runs of this figure (``results``) with paper-fig2's (``fig2``: :func:`fig2_inputs`)."""
     mine: dict[str, list] = {}
     for r in sorted(results, key=lambda r: r.config.seed):
         mine.setdefault(r.config.name.split("/")[0], []).append(r)
     paths = {k: [np.array([v for v in r.epoch_callback_values if v is not None]) for r in rs]
              for k, rs in mine.items()}
-    return Runs({**p.fig2["trajectories"], **paths}, mine)
+    return Runs({**fig2["trajectories"], **paths}, mine, fig2)
 
 
 def at_loss(runs: Runs, panel: str, level: float) -> list[float] | None:
@@ -343,8 +347,8 @@ def authors_stop_rows(p: Parameters, runs: Runs) -> list[dict]:
     rows = [{"run": "authors' saved run", "seeds": len(theirs.seeds), "epochs": str(theirs.epochs),
              **{c: f"{v:.1f}" for c, v in zip(cells, theirs.top_row)}},
             {"run": "companion, paper-fig2 (epoch rule)", "seeds": len(p.seeds),
-             "epochs": p.fig2["fafo_epochs"],
-             **{c: f"{v:.1f}" for c, v in zip(cells, p.fig2["fafo_top_row"])}},
+             "epochs": runs.fig2["fafo_epochs"],
+             **{c: f"{v:.1f}" for c, v in zip(cells, runs.fig2["fafo_top_row"])}},
             {"run": "companion, authors' rule", "seeds": len(mine),
              "epochs": interval_text(*seed_interval([r.epochs_run for r in mine]), 3),
              **{c: interval_text(*seed_interval([m[-1, j] for m in maps]), 3)
@@ -364,7 +368,7 @@ def authors_rule_cell_move(p: Parameters, runs: Runs) -> float:
     maps = [metrics.evaluate(r.params, r.config.model, metrics.held_out_batches(
         r.config.seed, r.config.T, p.eval_batches)).heatmap() for r in mine]
     return max(abs(float(np.mean([m[-1, j] for m in maps])) - v)
-               for j, v in enumerate(p.fig2["fafo_top_row"]))
+               for j, v in enumerate(runs.fig2["fafo_top_row"]))
 
 
 def trajectory_rows(runs: Runs):

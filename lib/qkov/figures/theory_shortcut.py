@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from matplotlib.ticker import NullFormatter
 
 from ..params import (
     FigureParameters,
@@ -426,6 +427,7 @@ def plot(p: Parameters, runs):
         bottom.legend(loc="lower left", ncols=3)
         for ax in [*top, bottom]:
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())  # few ratios: labels would collide
             ax.set_ylim(0, 1.02)
         fig.supxlabel(rf"$r = \eta_{{QK}} / \eta_{{OV}}$ (attention at loss {p.matched_loss:g})",
                       fontsize=HOUSE_STYLE["axes.labelsize"])
@@ -452,6 +454,8 @@ def plot_sensitivity(p: Parameters, runs):
                             fmt="o-", ms=4, capsize=2, color=SENSITIVITY_COLORS[k],
                             label=f"{value:g}")
             ax.set_xscale("log")
+            ax.set_xticks(p.sensitivity_ratios, [f"{r:g}" for r in p.sensitivity_ratios])
+            ax.xaxis.set_minor_formatter(NullFormatter())
             ax.set_ylim(0, 1.02)
             ax.set_title(FACTOR_TITLES[factor])
             ax.legend(loc="lower right")
