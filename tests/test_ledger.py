@@ -1,0 +1,74 @@
+"""The claims ledger's logic: its rows are well formed, and a verdict follows the numbers it
+is computed from (planted results flip it); a missing figure is named."""
+
+import pytest
+
+from qkov import figures
+from qkov.figures import claims_ledger as L
+
+
+def test_rows_are_unique_and_name_known_figures_and_verdicts():
+    ids = [claim.id for claim in L.CLAIMS]
+    assert len(ids) == len(set(ids))
+    known = figures.specs()
+    for claim in L.CLAIMS:
+        assert claim.figure in known, claim.id
+        assert claim.expected in L.VERDICTS, claim.id
+        assert claim.source in ("paper", "companion"), claim.id
+    # "reproduced" is kept for results of the paper and checks against the authors' numbers
+    for claim in L.CLAIMS:
+        if claim.expected == L.REPRODUCED and claim.source == "companion":
+            assert "authors" in claim.claim, claim.id
+
+
+class Planted(L.Results):
+    """Results from tables given in the test."""
+
+    def __init__(self, tables):
+        super().__init__("/nonexistent")
+        self.tables = tables
+
+    def table(self, name):
+        return self.tables[name]
+
+
+def fig4(alphas_by_r):
+    return {"paper-fig4/data.csv": [
+        {"r": r, "loss": loss, "tau": 1.0 / r, "alpha": alpha}
+        for r, alphas in alphas_by_r.items() for loss, alpha in zip((1.0, 0.01), alphas)]}
+
+
+def test_a_verdict_follows_the_numbers():
+    rising = fig4({0.1: (0.1, 0.2), 1.0: (0.2, 0.4), 10.0: (0.3, 0.8)})
+    assert L.fig4_ordering(Planted(rising)).verdict == L.REPRODUCED
+    broken = fig4({0.1: (0.1, 0.2), 1.0: (0.2, 0.9), 10.0: (0.3, 0.8)})
+    assert L.fig4_ordering(Planted(broken)).verdict == L.NOT_SUPPORTED
+
+    def lines(rises, takeover):
+        return {"theory-shortcut/lines.csv": [
+            {"T": 64.0, "shortcut": False, "rises": rises, "rises_with_r": "x",
+             "lowest_r": "0.4", "highest_r": "0.9"},
+            {"T": 64.0, "shortcut": True, "below_uniform_r": takeover[0]},
+            {"T": 128.0, "shortcut": True, "below_uniform_r": takeover[1]}]}
+
+    assert L.shortcut_causal(Planted(lines(True, (10.0, 100.0)))).verdict == L.SCOPED
+    assert L.shortcut_causal(Planted(lines(False, (10.0, 100.0)))).verdict == L.NOT_SUPPORTED
+    assert L.shortcut_takeover(Planted(lines(True, (10.0, 100.0)))).verdict == L.SCOPED
+    assert L.shortcut_takeover(Planted(lines(True, (100.0, 10.0)))).verdict == L.NOT_SUPPORTED
+
+    def controls(verdicts):
+        return {"fig2-controls/data.csv": [
+            {"panel": panel, "loss": 0.1, "verdict": v}
+            for panel, v in zip(("FAFO-qk20x", "FAFO-ramp40x", "CACO-qk5x", "CACO-ramp10x"),
+                                verdicts)]}
+
+    assert L.fig2_faster_qk(Planted(controls(["sharper"] * 4))).verdict == L.REPRODUCED
+    assert L.fig2_faster_qk(Planted(controls(["sharper", "tie", "sharper", "sharper"]))
+                            ).verdict == L.SCOPED
+    assert L.fig2_faster_qk(Planted(controls(["tie", "blunter", "tie", "tie"]))
+                            ).verdict == L.NOT_SUPPORTED
+
+
+def test_a_missing_figure_is_named():
+    with pytest.raises(FileNotFoundError, match="run the figure paper-fig4 first"):
+        L.Results("/nonexistent").table("paper-fig4/data.csv")
