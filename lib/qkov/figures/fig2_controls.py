@@ -397,8 +397,8 @@ def _curve(runs: Runs, panel: str):
 
 def plot(p: Parameters, runs: Runs, uniform_share: float):
     """(a), (b): attention on the distinct tokens against held-out loss, row-2 panels and
-    their controls (mean over seeds, band: 95% interval); (c) the CACO QK-rate sweep at two
-    matched losses against the QK rate."""
+    their controls (mean over seeds, band: 95% interval); (c) the CACO QK-rate sweep at the
+    two lowest matched losses every rate reached, against the QK rate."""
     with house_style():
         fig = new_figure(figsize=(COLUMN_WIDTH_IN, 6.8))
         grid = fig.add_gridspec(2, 2)
@@ -421,7 +421,9 @@ def plot(p: Parameters, runs: Runs, uniform_share: float):
         ax = fig.add_subplot(grid[1, :])
         panels = sorted([(OV_RATE, CACO_CONTROL.name), (FIG2_QK5X[1], FIG2_QK5X[0]),
                          *((rate, sweep_key(rate)) for rate in p.qk_rates)])
-        for level, color in zip(sorted(p.matched_losses)[:2], ("#d95f02", "#7570b3")):
+        everywhere = [level for level in sorted(p.matched_losses)
+                      if all(at_loss(runs, panel, level) is not None for _, panel in panels)]
+        for level, color in zip(everywhere[:2], ("#d95f02", "#7570b3")):
             points = [(rate, at_loss(runs, panel, level)) for rate, panel in panels]
             points = [(rate, seed_interval(v)) for rate, v in points if v is not None]
             ax.errorbar([x for x, _ in points], [m for _, (m, _) in points],
