@@ -124,8 +124,8 @@ def step_breakdown(runs, steps: int = 200) -> dict:
     runs = shortened(runs, steps)
     chunk = tasks.DataStream.CHUNK
     keys = list(dict.fromkeys(r.stream_key for r in runs))
-    streams = [tasks.DataStream(seeding.derived_seed(s, "data"), t, b, pc, shortcut)
-               for s, t, b, pc, shortcut in keys]
+    streams = [tasks.DataStream(seeding.derived_seed(s, "data"), t, b, pc, cut)
+               for s, t, b, pc, cut in keys]
     group = trainer._Group(runs, list(range(len(runs))))
     member_streams = [keys.index(c.stream_key) for c in group.configs]
 

@@ -121,21 +121,32 @@ def test_controls_notebook_compares_row_2_with_its_controls(run_tool, tmp_path):
     assert pairs == {("FAFO-qk20x", "FAFO-r1"), ("FAFO-ramp40x", "FAFO-r1"),
                      ("CACO-qk5x", "CACO-T128-r1"), ("CACO-ramp10x", "CACO-T128-r1"),
                      ("CACO-T128-qk0.1", "CACO-T128-r1")}
-    assert {r["verdict"] for r in rows} <= {"sharper", "blunter", "tie", "not reached"}
+    assert {r["verdict"] for r in rows} <= {"sharper", "blunter", "tie", "not resolved",
+                                            "not reached"}
     # FAFO from 1e-6 I still attends uniformly at loss 3 (below log 50 = 3.9), whatever its
     # QK rate (its QK factors have not moved), if these few epochs reach it at all
     assert {r["verdict"] for r in rows if float(r["loss"]) == 3.0
-            and r["panel"].startswith("FAFO")} <= {"tie", "not reached"}
+            and r["panel"].startswith("FAFO")} <= {"tie", "not resolved", "not reached"}
     with open(out / "trajectories.csv") as f:
         panels = {r["panel"] for r in csv.DictReader(f)}
     assert panels == {"FAFO-r1", "CACO-T128-r1", "FAFO-authors-stop", "CACO-T128-qk0.1"}
     with open(out / "authors-stop.csv") as f:
         stops = list(csv.DictReader(f))
     assert stops[0]["run"] == "authors' saved run" and stops[0]["epochs"] == "1101"
+    assert float(stops[0]["attn_0.2-0.4"]) == 64.1  # theirs, as qkov.synthetic.authors says
+    assert stops[1]["run"] == "companion, paper-fig2 (epoch rule)"
+    cells = [float(stops[2][f"attn_{lo:.1f}-{lo + 0.2:.1f}"]) for lo in (0, .2, .4, .6, .8)]
+    assert 0 <= sum(cells) <= 100 + 1e-9  # the top row holds at most every sequence
+    # paper-fig2 run with other held-out sets is refused: the cells would not compare
+    with pytest.raises(ParameterError, match="parameter 'fig2_summary': .* eval_batches"):
+        fig2_controls.fig2_inputs(fig2_controls.Parameters(
+            fig2_summary=str(fig2 / "summary.json"), seeds=[7, 8], epochs_scale=0.002,
+            eval_batches=4))
     # the comparison is seed by seed: a paper-fig2 run of other seeds is refused
     with pytest.raises(ParameterError, match="parameter 'fig2_summary': .* seeds"):
         fig2_controls.fig2_inputs(fig2_controls.Parameters(
-            fig2_summary=str(fig2 / "summary.json"), seeds=[1, 2]))
+            fig2_summary=str(fig2 / "summary.json"), seeds=[1, 2], epochs_scale=0.002,
+            eval_batches=3))
     with pytest.raises(ParameterError, match="parameter 'fig2_summary': no file .*run "
                                              "notebooks/paper-fig2.ipynb first"):
         fig2_controls.fig2_inputs(fig2_controls.Parameters(

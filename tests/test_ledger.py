@@ -45,11 +45,14 @@ def test_a_verdict_follows_the_numbers():
     assert L.fig4_ordering(Planted(broken)).verdict == L.NOT_SUPPORTED
 
     def lines(rises, takeover):
+        cut = {"rises_with_r": "x", "lowest_r": "0.4", "highest_r": "0.9", "runs": 45.0,
+               "runs_reaching_loss": 45.0, "runs_at_loss": "45/45"}
         return {"theory-shortcut/lines.csv": [
-            {"T": 64.0, "shortcut": False, "rises": rises, "rises_with_r": "x",
-             "lowest_r": "0.4", "highest_r": "0.9"},
-            {"T": 64.0, "shortcut": True, "below_uniform_r": takeover[0]},
-            {"T": 128.0, "shortcut": True, "below_uniform_r": takeover[1]}]}
+            {"T": 64.0, "cut": "self", "task": "masked", "rises": rises, **cut},
+            {"T": 64.0, "cut": "none", "task": "paper", "rises": False, **cut,
+             "below_uniform_r": takeover[0]},
+            {"T": 128.0, "cut": "none", "task": "paper", "rises": False, **cut,
+             "below_uniform_r": takeover[1]}]}
 
     assert L.shortcut_causal(Planted(lines(True, (10.0, 100.0)))).verdict == L.SCOPED
     assert L.shortcut_causal(Planted(lines(False, (10.0, 100.0)))).verdict == L.NOT_SUPPORTED

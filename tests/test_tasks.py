@@ -85,14 +85,14 @@ def test_bad_length_is_refused():
         tasks.sample_tokens(torch.Generator(), 4, 2)
 
 
-def test_without_the_shortcut_the_query_token_is_out_of_the_context_and_the_counts():
-    dense = tasks.sample_tokens(torch.Generator().manual_seed(5), 4000, 64, shortcut=False)
+def test_the_context_cut_keeps_the_query_token_out_of_the_context_and_the_counts():
+    dense = tasks.sample_tokens(torch.Generator().manual_seed(5), 4000, 64, cut="context")
     context = dense.tokens[:, :-2]
     queries = tasks.query_token(dense.classes)
     assert not (context == queries[:, None]).any()  # never drawn into the context
     assert (dense.tokens[:, -2] == queries).all()  # but still the query
-    counts = tasks.sample_counts(torch.Generator().manual_seed(5), 4000, 64, shortcut=False)
-    assert torch.equal(counts.counts, dense.to_counts(shortcut=False).counts)
+    counts = tasks.sample_counts(torch.Generator().manual_seed(5), 4000, 64, cut="context")
+    assert torch.equal(counts.counts, dense.to_counts("context").counts)
     assert (counts.counts.sum(1) == 62).all()  # the T - 2 context tokens, not the query
     assert (counts.counts.gather(1, queries[:, None]) == 0).all()
     # the other tokens keep their relative weights: the class distribution renormalised
@@ -100,13 +100,32 @@ def test_without_the_shortcut_the_query_token_is_out_of_the_context_and_the_coun
     weights[tasks.query_token(0)] = 0
     mine = counts.counts[counts.classes == 0].sum(0)
     assert torch.allclose(mine / mine.sum(), (weights / weights.sum()).float(), atol=4e-3)
-    assert tasks.uniform_distinct_share(False) == pytest.approx(5.5 / 14.5)
-    assert tasks.uniform_distinct_share() == pytest.approx(5.5 / 15.5)
 
 
-def test_a_stream_without_the_shortcut_is_its_own_stream():
+def test_the_self_cut_is_the_same_data_without_the_querys_own_position():
     a = tasks.DataStream(7, 64, 32).chunk_at(0)
-    b = tasks.DataStream(7, 64, 32, shortcut=False).chunk_at(0)
-    assert torch.equal(a.classes, b.classes)  # the same generator, drawn the same way
-    assert not torch.equal(a.counts, b.counts)
-    assert (b.counts.sum(1) == 62).all() and (a.counts.sum(1) == 63).all()
+    b = tasks.DataStream(7, 64, 32, cut="self").chunk_at(0)
+    assert torch.equal(a.classes, b.classes)
+    queries = tasks.query_token(a.classes)
+    own = torch.zeros_like(a.counts).scatter_(1, queries[:, None], 1.0)
+    assert torch.equal(a.counts - own, b.counts)  # the very same contexts, one count less
+    c = tasks.DataStream(7, 64, 32, cut="context").chunk_at(0)
+    assert torch.equal(a.classes, c.classes) and not torch.equal(b.counts, c.counts)
+    with pytest.raises(ValueError, match="parameter 'cut'"):
+        tasks.DataStream(7, 64, 32, cut="half")
+
+
+@pytest.mark.parametrize("cut, share", [("none", 5.5 / 15.5 * 62 / 63), ("self", 5.5 / 15.5),
+                                        ("context", 5.5 / 14.5)])
+def test_uniform_attention_puts_the_stated_share_on_the_distinct_tokens(cut, share):
+    """The share against a measurement: attention that is uniform over the attended
+    positions (W_QK = 0) on many sequences."""
+    from qkov.synthetic import metrics, models
+
+    batch = tasks.sample_counts(torch.Generator().manual_seed(9), 20_000, 64, cut=cut)
+    params = models.init_parameters(models.ModelSpec("CACO", qk_init="identity",
+                                                     init_scale=0.0), torch.Generator())
+    _, attention = models.count_logits(params, batch.counts, batch.classes)
+    measured = metrics.attention_on_distinct(attention, batch.classes).mean().item()
+    assert tasks.uniform_distinct_share(cut, 64) == pytest.approx(share)
+    assert measured == pytest.approx(share, abs=0.002)

@@ -221,20 +221,19 @@ def test_shortcut_notebook_cuts_the_shortcut(run_tool, tmp_path):
                  "-p", "artifacts_dir", out)
     with open(out / "runs.csv") as f:
         runs = list(csv.DictReader(f))
-    # lengths 16 (with and without) x 2 ratios, 8 (with) x 2, three sensitivity lines x 1
-    assert len(runs) == 2 * (2 * 2 + 2 + 3)
+    # length 16 (three tasks) x 2 ratios, 8 (the paper's) x 2, three sensitivity lines x 1
+    assert len(runs) == 2 * (3 * 2 + 2 + 3)
     for run in runs:
-        # without the shortcut the query token gets no attention: the class-identifying
-        # tokens are the distinct ones
-        if run["shortcut"] == "False":
+        if run["cut"] == "context":  # no query token anywhere: no attention on it
+            assert float(run["query_token"]) == 0
             assert float(run["class_identifying"]) == pytest.approx(float(run["distinct"]),
                                                                     abs=1e-6)
-        else:
-            assert float(run["class_identifying"]) > float(run["distinct"])
+        else:  # its copies in the context (and in the paper's task its own position)
+            assert float(run["query_token"]) > 0
     with open(out / "lines.csv") as f:
         lines = list(csv.DictReader(f))
     assert {(r["T"], r["task"]) for r in lines} == {
-        ("16", "with shortcut"), ("16", "without shortcut"), ("8", "with shortcut")}
+        ("16", "paper"), ("16", "masked"), ("16", "removed"), ("8", "paper")}
     uniform = {r["task"]: float(r["uniform_share"]) for r in lines if r["T"] == "16"}
-    assert uniform == pytest.approx({"with shortcut": 5.5 / 15.5 * 14 / 15,
-                                     "without shortcut": 5.5 / 14.5})
+    assert uniform == pytest.approx({"paper": 5.5 / 15.5 * 14 / 15, "masked": 5.5 / 15.5,
+                                     "removed": 5.5 / 14.5})

@@ -2,7 +2,8 @@
 comes from here, so that all of them mean the same thing.
 
 :func:`seed_interval` is the mean over seeds and the half-width of its Student-t interval
-(:func:`seed_band` the same at every point of a curve);
+(:func:`seed_band` the same at every point of a curve; :func:`paired_verdict` what the
+interval of paired differences says);
 :func:`interval_text` prints such a pair, :func:`seed_interval_text` both at once;
 :func:`records_interval` is the same over table records, one value per seed (the mean of
 that seed's matching records).
@@ -25,6 +26,27 @@ def seed_interval(values, level: float = 0.95) -> tuple[float, float]:
         return mean, float("nan")
     t = scipy.stats.t.ppf(0.5 + level / 2, len(values) - 1)
     return mean, float(t * values.std(ddof=1) / np.sqrt(len(values)))
+
+
+HIGHER, LOWER, EQUIVALENT, NOT_RESOLVED = "higher", "lower", "equivalent", "not resolved"
+
+
+def paired_verdict(differences, margin: float = 0.0) -> tuple[str, float, float]:
+    """How one condition compares with another, from their differences paired by seed (one
+    per seed): (verdict, mean, half-width of the 95% t interval). "higher" where the whole
+    interval lies above ``margin``, "lower" where it lies below ``-margin``, "equivalent"
+    where it lies within (-margin, margin) (only for a margin above 0: a difference too small
+    to matter, however sure), else "not resolved" (also for fewer than two seeds)."""
+    mean, half = seed_interval(differences)
+    if not np.isfinite(half):
+        return NOT_RESOLVED, mean, half
+    if mean - half > margin:
+        return HIGHER, mean, half
+    if mean + half < -margin:
+        return LOWER, mean, half
+    if margin > 0 and -margin < mean - half and mean + half < margin:
+        return EQUIVALENT, mean, half
+    return NOT_RESOLVED, mean, half
 
 
 def seed_band(values, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
@@ -81,6 +103,15 @@ def _fixed(value: float, place: int) -> str:
     """``value`` rounded to the decimal place 10**place, in fixed notation ("-0" is "0")."""
     text = f"{value:.{-place}f}" if place < 0 else f"{round(value, -place):.0f}"
     return text[1:] if text.startswith("-") and not text.strip("-0.") else text
+
+
+def range_text(values) -> str:
+    """A position over seeds (an epoch at which something happens: it can split between
+    seeds, and a mean ± interval of a split is no interval a reader can use) as the median
+    and, where the seeds differ, their range: "61 (60-62)", "1101 (1001-1101)", "500"."""
+    values = np.asarray(values, dtype=float)
+    low, median, high = values.min(), float(np.median(values)), values.max()
+    return f"{median:g}" if low == high else f"{median:g} ({low:g}-{high:g})"
 
 
 def seed_interval_text(values, digits: int = 4) -> str:

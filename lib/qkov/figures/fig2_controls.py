@@ -44,8 +44,17 @@ from ..params import (
 )
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..spec import FigureSpec
-from ..stats import interval_text, seed_interval
-from ..synthetic import authors, metrics, trajectories
+from ..stats import (
+    EQUIVALENT,
+    HIGHER,
+    LOWER,
+    NOT_RESOLVED,
+    interval_text,
+    paired_verdict,
+    range_text,
+    seed_interval,
+)
+from ..synthetic import authors, metrics, tasks, trajectories
 from ..synthetic.models import ModelSpec
 from ..synthetic.train import RunConfig
 from ..synthetic.train import train as train_runs
@@ -132,16 +141,18 @@ def fig2_inputs(p: Parameters) -> dict:
     another run."""
     summary = (Path(p.fig2_summary) if p.fig2_summary is not None
                else artifacts.default_dir("paper-fig2") / "summary.json")
-    return read_fig2(summary, p.seeds, p.trajectory_batches)
+    return read_fig2(summary, {"seeds": p.seeds, "trajectory_batches": p.trajectory_batches,
+                               "epochs_scale": p.epochs_scale, "eval_batches": p.eval_batches})
 
 
-def read_fig2(path: Path, seeds: list[int], trajectory_batches: int) -> dict:
+def read_fig2(path: Path, expected: dict) -> dict:
     """paper-fig2's trajectories of the row-2 panels and its row-1 FAFO heatmap cells
     (mean over seeds) from the files next to its ``summary.json`` (``path``): per panel
     key, the runs' trajectories in seed order (``trajectories``) and, for "FAFO", the top
-    row of the heatmap (``fafo_top_row``) and the epochs trained (``fafo_epochs``). Its runs
-    must have the same seeds and trajectory batches as this run's, since the comparison is
-    seed by seed."""
+    row of the heatmap (``fafo_top_row``), the epochs trained (``fafo_epochs``) and its
+    early-stop rule. Its parameters must be ``expected``'s (this run's seeds, trajectory
+    batches, epochs scale and held-out batches): the comparison is seed by seed, at the same
+    training lengths, on the same held-out sets."""
     runs_file, cells_file = path.parent / trajectories.FILE, path.parent / "heatmaps.csv"
     for needed in (path, runs_file, cells_file):
         if not needed.is_file():
@@ -155,10 +166,12 @@ def read_fig2(path: Path, seeds: list[int], trajectory_batches: int) -> dict:
         if not isinstance(summary, dict) or summary.get("figure") != "paper-fig2":
             raise ValueError(f"{path}: not written by paper-fig2")
         given = summary.get("parameters", {})
-        for name, mine in (("seeds", seeds), ("trajectory_batches", trajectory_batches)):
+        seeds = expected["seeds"]
+        for name, mine in expected.items():
             if given.get(name) != mine:
                 raise ValueError(f"{path}: paper-fig2 ran with {name} = {given.get(name)!r}, "
-                                 f"this run has {mine!r}; the comparison is seed by seed")
+                                 f"this run has {mine!r}; the comparison needs the same "
+                                 "seeds, lengths and held-out sets")
         wanted = {a for a, _ in PAIRS} | {FIG2_QK5X[0]}
         runs = [t for t in trajectories.read(runs_file) if t.panel in wanted]
         by_panel = {k: sorted((t for t in runs if t.panel == k), key=lambda t: t.seed)
@@ -180,11 +193,12 @@ def read_fig2(path: Path, seeds: list[int], trajectory_batches: int) -> dict:
         if not fafo or "epochs_mean" not in fafo[0]:
             raise ValueError(f"{path.parent / 'data.csv'}: expected FAFO's epochs_mean")
         epochs = interval_text(float(fafo[0]["epochs_mean"]), float(fafo[0]["epochs_ci95"]))
+        rule = given.get("early_stop_rule", "epoch")
     except ValueError as err:
         raise ParameterError("fig2_summary", f"{err}; re-run notebooks/paper-fig2.ipynb") \
             from None
     return {"trajectories": {k: [t.points for t in v] for k, v in by_panel.items()},
-            "fafo_top_row": top_row, "fafo_epochs": epochs}
+            "fafo_top_row": top_row, "fafo_epochs": epochs, "early_stop_rule": rule}
 
 
 def configs(p: Parameters) -> list[RunConfig]:
@@ -231,26 +245,27 @@ def collect(fig2: dict, results) -> Runs:
 def at_loss(runs: Runs, panel: str, level: float) -> list[float] | None:
     """Per seed, attention on the distinct tokens when the held-out loss first reached
     ``level`` (None if some seed never did)."""
-    values = [metrics.attention_at_loss(t, level) for t in runs.trajectories[panel]]
-    return None if any(v is None for v in values) else [v[0] for v in values]
+    return metrics.attention_at_loss_per_seed(runs.trajectories[panel], level)
 
 
-# A difference in attention mass smaller than this is no difference that matters, however
-# sure: two runs that both still attend uniformly differ by rounding-sized amounts (~1e-5).
+# A difference in attention mass smaller than this does not count, however sure: one
+# hundredth of the attention mass, about a third of the spread of a single seed's mean
+# attention in Fig. 2 (two runs that both still attend uniformly differ by 1e-5).
 MIN_DIFFERENCE = 0.01
+VERDICTS = {HIGHER: "sharper", LOWER: "blunter", EQUIVALENT: "tie",
+            NOT_RESOLVED: "not resolved"}
 
 
 def compare(faster: list[float] | None, control: list[float] | None) -> dict:
     """Paired by seed: the faster run's attention minus its control's, mean and 95% t
-    interval, and the verdict: "sharper" (the interval lies above 0 and the mean is at least
-    MIN_DIFFERENCE), "blunter" (the same below 0), "tie" otherwise, or "not reached" where
-    either never reached the loss."""
+    interval, and the verdict (qkov.stats.paired_verdict with margin MIN_DIFFERENCE):
+    "sharper" (the interval lies above MIN_DIFFERENCE), "blunter" (below -MIN_DIFFERENCE),
+    "tie" (within +-MIN_DIFFERENCE), "not resolved" (none of these), or "not reached" where
+    either run never reached the loss."""
     if faster is None or control is None:
         return {"verdict": "not reached", "diff": None, "ci95": None}
-    diff, half = seed_interval(np.subtract(faster, control))
-    verdict = ("sharper" if diff - half > 0 and diff >= MIN_DIFFERENCE
-               else "blunter" if diff + half < 0 and diff <= -MIN_DIFFERENCE else "tie")
-    return {"verdict": verdict, "diff": diff, "ci95": half}
+    verdict, diff, half = paired_verdict(np.subtract(faster, control), MIN_DIFFERENCE)
+    return {"verdict": VERDICTS[verdict], "diff": diff, "ci95": half}
 
 
 COMPARISON_COLUMNS = ("panel", "control", "loss", "panel_mean", "panel_ci95", "control_mean",
@@ -291,15 +306,20 @@ def comparison_table(rows: list[dict]) -> list[dict]:
             for row in rows if row["panel"] in dict(PAIRS)]
 
 
+def sweep_panels(p: Parameters) -> list[tuple[float, str]]:
+    """(QK rate, panel) of the CACO sweep at T = 128, in order of the rate: the control here
+    at the OV rate, paper-fig2's CACO-qk5x, and the sweep's own rates."""
+    return sorted([(OV_RATE, CACO_CONTROL.name), (FIG2_QK5X[1], FIG2_QK5X[0]),
+                   *((rate, sweep_key(rate)) for rate in p.qk_rates)])
+
+
 def sweep_rows(p: Parameters, runs: Runs) -> list[dict]:
     """The CACO QK-rate sweep at T = 128 (OV 0.01; the control at 0.01 and paper-fig2's
     CACO-qk5x at 0.05 included): per rate, attention on the distinct tokens at every matched
     loss (mean ± 95% interval; "-" where some seed never reached it) and after the last
     epoch (the authors' stopping point), with the final held-out loss."""
-    panels = sorted([(OV_RATE, CACO_CONTROL.name), (FIG2_QK5X[1], FIG2_QK5X[0]),
-                     *((rate, sweep_key(rate)) for rate in p.qk_rates)])
     rows = []
-    for rate, panel in panels:
+    for rate, panel in sweep_panels(p):
         last = [t[-1] for t in runs.trajectories[panel]]
         row = {"qk_rate": f"{rate:g}", "r": f"{rate / OV_RATE:g}"}
         for level in p.matched_losses:
@@ -317,9 +337,7 @@ def sweep_verdict(p: Parameters, runs: Runs, level: float) -> dict:
     Per consecutive pair of rates, the paired difference's 95% interval: "rises" if every
     interval lies above 0 (rates whose runs did not all reach the loss are left out, and
     named)."""
-    panels = sorted([(OV_RATE, CACO_CONTROL.name), (FIG2_QK5X[1], FIG2_QK5X[0]),
-                     *((rate, sweep_key(rate)) for rate in p.qk_rates)])
-    reached = [(rate, at_loss(runs, panel, level)) for rate, panel in panels]
+    reached = [(rate, at_loss(runs, panel, level)) for rate, panel in sweep_panels(p)]
     missing = [rate for rate, values in reached if values is None]
     reached = [(rate, values) for rate, values in reached if values is not None]
     steps = [compare(b, a) for (_, a), (_, b) in zip(reached, reached[1:])]
@@ -328,47 +346,61 @@ def sweep_verdict(p: Parameters, runs: Runs, level: float) -> dict:
             "rates": [rate for rate, _ in reached], "missing": missing}
 
 
-AUTHORS_STOP_COLUMNS = ("run", "seeds", "epochs", *(f"attn_{lo:.1f}-{lo + 0.2:.1f}"
-                                                    for lo in metrics.HEATMAP_BINS[:-1]))
+CELLS = tuple(f"attn_{lo:.1f}-{lo + 0.2:.1f}" for lo in metrics.HEATMAP_BINS[:-1])
+AUTHORS_STOP_COLUMNS = ("run", "seeds", "epochs", *CELLS)
 
 
 def authors_stop_rows(p: Parameters, runs: Runs) -> list[dict]:
-    """Row-1 FAFO under the two early-stop rules beside the authors' saved run: epochs
-    trained and the top row of the heatmap (probability of the correct token 0.8-1.0, % of
-    held-out sequences per attention bin). The companion's rule: paper-fig2's FAFO (cells:
-    mean over seeds); the authors' rule: trained here (mean ± 95% interval, and seed 1234)."""
+    """authors-stop.csv: row-1 FAFO under the two early-stop rules beside the authors' saved
+    run: the epochs trained (the median, and the range over seeds) and the top row of the
+    heatmap (probability of the correct token 0.8-1.0, % of held-out sequences per attention
+    bin; ``<cell>`` the mean over seeds, ``<cell>_ci95`` its 95% half-width). The companion's
+    rule: paper-fig2's FAFO (mean over seeds); the authors' rule: trained here (and its seed
+    1234 alone, where the authors ran that seed)."""
     mine = runs.results[FAFO_AUTHORS_STOP.name]
     maps = [metrics.evaluate(r.params, r.config.model,
                              metrics.held_out_batches(r.config.seed, r.config.T,
                                                       p.eval_batches)).heatmap()
             for r in mine]
-    cells = AUTHORS_STOP_COLUMNS[3:]
     theirs = next(h for h in authors.HEATMAPS if h.panel == "FAFO")
+    rule = runs.fig2["early_stop_rule"]
     rows = [{"run": "authors' saved run", "seeds": len(theirs.seeds), "epochs": str(theirs.epochs),
-             **{c: f"{v:.1f}" for c, v in zip(cells, theirs.top_row)}},
-            {"run": "companion, paper-fig2 (epoch rule)", "seeds": len(p.seeds),
-             "epochs": runs.fig2["fafo_epochs"],
-             **{c: f"{v:.1f}" for c, v in zip(cells, runs.fig2["fafo_top_row"])}},
+             **dict(zip(CELLS, theirs.top_row))},
+            {"run": f"companion, paper-fig2 ({rule} rule)", "seeds": len(p.seeds),
+             "epochs": runs.fig2["fafo_epochs"], **dict(zip(CELLS, runs.fig2["fafo_top_row"]))},
             {"run": "companion, authors' rule", "seeds": len(mine),
-             "epochs": interval_text(*seed_interval([r.epochs_run for r in mine]), 3),
-             **{c: interval_text(*seed_interval([m[-1, j] for m in maps]), 3)
-                for j, c in enumerate(cells)}}]
+             "epochs": range_text([r.epochs_run for r in mine]),
+             **{c: seed_interval([m[-1, j] for m in maps])[0] for j, c in enumerate(CELLS)},
+             **{f"{c}_ci95": seed_interval([m[-1, j] for m in maps])[1]
+                for j, c in enumerate(CELLS)}}]
     if 1234 in p.seeds:
         k = [r.config.seed for r in mine].index(1234)
         rows.append({"run": "companion, authors' rule, seed 1234", "seeds": 1,
                      "epochs": str(mine[k].epochs_run),
-                     **{c: f"{maps[k][-1, j]:.1f}" for j, c in enumerate(cells)}})
-    return rows
+                     **{c: float(maps[k][-1, j]) for j, c in enumerate(CELLS)}})
+    # every row with every column (an interval only where the row has seeds to make one)
+    return [{**row, **{f"{c}_ci95": row.get(f"{c}_ci95", float("nan")) for c in CELLS}}
+            for row in rows]
 
 
-def authors_rule_cell_move(p: Parameters, runs: Runs) -> float:
+def authors_stop_table(rows: list[dict]) -> list[dict]:
+    """The printed form of :func:`authors_stop_rows`: each cell to one decimal, with its
+    interval where there is one."""
+    def cell(row, c):
+        half = row[f"{c}_ci95"]
+        return f"{row[c]:.1f}" if not np.isfinite(half) else interval_text(row[c], half, 3)
+
+    return [{"run": row["run"], "seeds": row["seeds"], "epochs": row["epochs"],
+             **{c: cell(row, c) for c in CELLS}} for row in rows]
+
+
+def authors_rule_cell_move(rows: list[dict]) -> float:
     """The largest difference, in percentage points, between a top-row cell of row 1's FAFO
-    stopped by the authors' rule (mean over seeds) and by the companion's (paper-fig2)."""
-    mine = runs.results[FAFO_AUTHORS_STOP.name]
-    maps = [metrics.evaluate(r.params, r.config.model, metrics.held_out_batches(
-        r.config.seed, r.config.T, p.eval_batches)).heatmap() for r in mine]
-    return max(abs(float(np.mean([m[-1, j] for m in maps])) - v)
-               for j, v in enumerate(runs.fig2["fafo_top_row"]))
+    stopped by the authors' rule (mean over seeds) and by paper-fig2's rule (the rows of
+    :func:`authors_stop_rows`)."""
+    ours = next(row for row in rows if row["run"] == "companion, authors' rule")
+    fig2 = next(row for row in rows if row["run"].startswith("companion, paper-fig2"))
+    return max(abs(ours[c] - fig2[c]) for c in CELLS)
 
 
 def trajectory_rows(runs: Runs):
@@ -395,7 +427,7 @@ def _curve(runs: Runs, panel: str):
             np.array([h for _, (_, h) in points]))
 
 
-def plot(p: Parameters, runs: Runs, uniform_share: float):
+def plot(p: Parameters, runs: Runs):
     """(a), (b): attention on the distinct tokens against held-out loss, row-2 panels and
     their controls (mean over seeds, band: 95% interval); (c) the CACO QK-rate sweep at the
     two lowest matched losses every rate reached, against the QK rate."""
@@ -409,7 +441,8 @@ def plot(p: Parameters, runs: Runs, uniform_share: float):
                 loss, mean, half = _curve(runs, panel)
                 ax.plot(loss, mean, color=color, label=label)
                 ax.fill_between(loss, mean - half, mean + half, color=color, alpha=0.2, lw=0)
-            ax.axhline(uniform_share, color="k", lw=0.8, ls=":")
+            T = next(c.T for c in (FAFO_CONTROL, CACO_CONTROL) if c.name == group[-1][0])
+            ax.axhline(tasks.uniform_distinct_share("none", T), color="k", lw=0.8, ls=":")
             ax.set_xscale("log")
             ax.xaxis.set_minor_formatter(NullFormatter())
             ax.invert_xaxis()
@@ -419,8 +452,7 @@ def plot(p: Parameters, runs: Runs, uniform_share: float):
             ax.legend(loc="upper left")
         top[0].set_ylabel("attention on distinct tokens")
         ax = fig.add_subplot(grid[1, :])
-        panels = sorted([(OV_RATE, CACO_CONTROL.name), (FIG2_QK5X[1], FIG2_QK5X[0]),
-                         *((rate, sweep_key(rate)) for rate in p.qk_rates)])
+        panels = sweep_panels(p)
         everywhere = [level for level in sorted(p.matched_losses)
                       if all(at_loss(runs, panel, level) is not None for _, panel in panels)]
         for level, color in zip(everywhere[:2], ("#d95f02", "#7570b3")):

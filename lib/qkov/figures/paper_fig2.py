@@ -317,13 +317,6 @@ MATCHED_LOSS_LEVELS = np.geomspace(3.0, 3e-5, 51)  # ten per decade, from near l
 MATCHED_LOSS_TABLE_LEVELS = (1.0, 0.1, 0.02, 0.01, 0.001)
 
 
-def attention_at_loss_per_seed(s: PanelSummary, level: float, measure: int = 0) -> list | None:
-    """Per seed, the attention (``measure`` 0: on distinct tokens, 1: on class-identifying
-    ones) when the run's held-out loss first reached ``level``; None if a seed never did."""
-    values = [metrics.attention_at_loss(t, level) for t in s.trajectories]
-    return None if any(v is None for v in values) else [v[measure] for v in values]
-
-
 def matched_loss_table(summaries: list[PanelSummary], levels) -> str:
     """Attention on distinct tokens per panel at the loss ``levels``, mean over seeds ± the
     half-width of its 95% t interval, as text; "-" where some seed never reached that loss."""
@@ -331,7 +324,7 @@ def matched_loss_table(summaries: list[PanelSummary], levels) -> str:
     for s in summaries:
         row = {"panel": s.panel.key}
         for level in levels:
-            values = attention_at_loss_per_seed(s, level)
+            values = metrics.attention_at_loss_per_seed(s.trajectories, level)
             row[f"L={level:g}"] = "-" if values is None else interval_text(
                 *seed_interval(values), 3)
         rows.append(row)

@@ -27,7 +27,7 @@ from ..params import (
 )
 from ..plotting import COLUMN_WIDTH_IN, HOUSE_STYLE, house_style, new_figure, ratio_colors
 from ..spec import FigureSpec
-from ..stats import interval_text, seed_band, seed_interval
+from ..stats import interval_text, range_text, seed_band, seed_interval
 from ..synthetic import authors, metrics
 from ..synthetic.models import ModelSpec
 from ..synthetic.train import RunConfig
@@ -190,8 +190,7 @@ def table(rows: list[dict]) -> list[dict]:
     (where a peak or a dip falls, a position rather than a measurement, which can split
     between seeds) as the median and, where the seeds differ, their range."""
     def epoch(row, name):
-        low, median, high = (row[f"{name}_{k}"] for k in ("min", "median", "max"))
-        return f"{median:g}" if low == high else f"{median:g} ({low:g}-{high:g})"
+        return range_text([row[f"{name}_{k}"] for k in ("min", "median", "max")])
 
     return [{"ov": row["ov"], "alpha": row["alpha"],
              **{name: epoch(row, name) if name.startswith("epoch")

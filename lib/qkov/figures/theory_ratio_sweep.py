@@ -285,7 +285,7 @@ def distinct_turning_points(rows: list[dict], T: int) -> tuple[float, float | No
     what uniform attention would put on them (None if it never falls that low)."""
     peak = max(rows, key=lambda row: row["task_distinct_mean"])["r"]
     below = [row["r"] for row in rows if row["r"] > peak
-             and row["task_distinct_mean"] < tasks.uniform_distinct_share(True, T)]
+             and row["task_distinct_mean"] < tasks.uniform_distinct_share("none", T)]
     return peak, (min(below) if below else None)
 
 

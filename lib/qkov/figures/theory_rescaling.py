@@ -20,7 +20,7 @@ from ..circuits import PARAMETERIZATIONS
 from ..params import ParameterError, derived, number, optional_path, parameter
 from ..plotting import COLUMN_WIDTH_IN, PARAMETERIZATION_COLORS, curve_points, house_style, new_figure
 from ..spec import FigureSpec
-from ..stats import interval_text, seed_interval
+from ..stats import NOT_RESOLVED, interval_text, paired_verdict, seed_interval
 from ..synthetic import metrics
 from ..synthetic import trajectories as fig2_runs
 from ..theory import reduced as theory
@@ -224,9 +224,9 @@ def ordering_text(rows: list[dict]) -> str:
     for a, b in itertools.combinations(rows, 2):  # is each swap beyond the seeds' noise?
         if (a["predicted_rank"] < b["predicted_rank"]) != (a["measured_rank"] < b["measured_rank"]):
             # paired by seed: the runs of one seed see the same batches
-            gap, half = seed_interval(np.subtract(a["measured_attention_seeds"],
-                                                  b["measured_attention_seeds"]))
-            verdict = "a tie: the interval holds 0" if abs(gap) <= half else \
+            resolved, gap, half = paired_verdict(np.subtract(a["measured_attention_seeds"],
+                                                             b["measured_attention_seeds"]))
+            verdict = "a tie: the interval holds 0" if resolved == NOT_RESOLVED else \
                 "a real swap: the interval excludes 0"
             lines.append(f"{a['parameterization']} and {b['parameterization']} swap: measured "
                          f"difference {interval_text(gap, half, 3)} (paired by seed, 95% "

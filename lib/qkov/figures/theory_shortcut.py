@@ -2,15 +2,16 @@
 claim is to the training setting.
 
 The ratio sweep (theory-ratio-sweep) finds attention on the distinct tokens *falling* at large
-ratios r on the synthetic task, and explains it by a shortcut: the query token identifies the
-class too, and a fast QK circuit attends to it. Here that explanation is put to the test by
-cutting the shortcut (``qkov.synthetic.tasks``: the query token kept out of the context and
-out of its own attention) and re-running the same sweep - same seeds, same setting - at the
-paper's two lengths, T = 64 and T = 128. The theory predicts that attention on the distinct
-tokens, now the only tokens that carry the class, rises with r. The sweep is also run with
-the shortcut at more lengths, since the length decides at which r the shortcut takes over.
-Last, the claim on the task without the shortcut is repeated at other OV rates, initial
-scales and batch sizes.
+ratios r on the synthetic task, and explains it by a shortcut: the query attends to its own
+position, whose token identifies the class, and a fast QK circuit learns to attend there.
+Here that explanation is put to the test by cutting the shortcut (``qkov.synthetic.tasks``,
+``cut``) and re-running the same sweep - same seeds, same setting - at the paper's two
+lengths, T = 64 and T = 128, in two ways: "self", the query does not attend to its own
+position (one change, on the very same batches), and "context", the query token is also kept
+out of the context. The theory predicts that attention on the distinct tokens then rises
+with r. The sweep is also run on the paper's task at more lengths, since the length decides
+at which r the shortcut takes over. Last, the claim on the task with the query's own
+position masked is repeated at other OV rates, initial scales and batch sizes.
 
 :class:`Parameters` are the notebook's; :func:`configs` the training runs; :func:`run_rows`
 one record per run; :func:`arm_rows`, :func:`verdict_rows`, :func:`sensitivity_rows` the
@@ -38,7 +39,7 @@ from ..params import (
 )
 from ..plotting import COLUMN_WIDTH_IN, HOUSE_STYLE, house_style, new_figure
 from ..spec import Drawing, FigureSpec
-from ..stats import interval_text, seed_interval
+from ..stats import HIGHER, LOWER, interval_text, paired_verdict, seed_interval
 from ..synthetic import metrics, models, tasks, train
 
 SPEC = FigureSpec(
@@ -47,18 +48,24 @@ SPEC = FigureSpec(
     resources={"mem_mb": 4000, "runtime": 60},
     alt=("Three plots of attention on the distinct tokens at a matched loss against the "
          "learning-rate ratio r (log scale). (a) and (b), at sequence lengths 64 and 128: the "
-         "task with the query-token shortcut (squares) and without it (circles), each seed a "
-         "small dot, the mean with its 95% interval, and dotted lines at the share uniform "
-         "attention would give. (c): with the shortcut, one line per sequence length from 32 "
-         "to 256."),
+         "paper's task with the query-token shortcut (squares), the query's own position "
+         "masked (circles) and the query token also kept out of the context (triangles), each "
+         "seed a small dot, the mean with its 95% interval, and dotted lines at the share "
+         "uniform attention would give. (c): the paper's task, one line per sequence length "
+         "from 32 to 256."),
     extra_drawings=(
         Drawing("sensitivity", None,
                 alt="Three plots of attention on the distinct tokens at a matched loss against "
-                    "the learning-rate ratio r, on the task without the shortcut, one line per "
+                    "the learning-rate ratio r, with the query's own position masked, one line per "
                     "setting: (a) the OV learning rate, (b) the initial scale of the weights, "
                     "(c) the batch size; mean and 95% interval over seeds."),))
 
 RATIOS = [0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100]  # theory-ratio-sweep's
+# The tasks' names in tables: the paper's task, its query's own position masked, and the query
+# token also kept out of the context (qkov.synthetic.tasks.CUTS).
+CUT_NAMES = {"none": "paper", "self": "masked", "context": "removed"}
+# The sensitivity runs mask the query's own position: the one change, on the same batches.
+SENSITIVITY_CUT = "self"
 # The work of a model-step at T counts as max(1, T / TASK_T) (theory-ratio-sweep: data cost
 # grow with T past ~128) and, for batches larger than 32, as batch / 32.
 TASK_T = 64
@@ -88,8 +95,8 @@ class Parameters(FigureParameters):
     """The notebook's parameters (defaults: the setting of theory-ratio-sweep's main sweep)."""
 
     ratios: list = parameter(list(RATIOS), _ratios)  # r = lr_qk / lr_ov, the causal test
-    lengths: list = parameter([64, 128], _lengths)  # T of the causal test (with and without)
-    shortcut_lengths: list = parameter([32, 256], _lengths)  # more T, with the shortcut only
+    lengths: list = parameter([64, 128], _lengths)  # T of the causal test (every cut)
+    shortcut_lengths: list = parameter([32, 256], _lengths)  # more T, the paper's task only
     shortcut_ratios: list = parameter([1, 3, 10, 30, 100], _ratios)  # their ratios
     matched_loss: float = parameter(0.05, number, above=0, below=3.9)  # stop at this loss
     seeds: list = parameter([1234, 1235, 1236, 1237, 1238], seed_list)
@@ -119,13 +126,14 @@ class Parameters(FigureParameters):
 
 @dataclass(frozen=True)
 class Setting:
-    """One line of the figure: a task (length, shortcut) and a training setting, swept over
-    ``ratios``; ``experiment`` is "causal" (the test), "lengths" (the shortcut at more T) or
-    the factor a sensitivity line varies ("lr_ov", "init_scale", "batch_size")."""
+    """One line of the figure: a task (length, cut of the shortcut) and a training setting,
+    swept over ``ratios``; ``experiment`` is "causal" (the test), "lengths" (the paper's task
+    at more T) or the factor a sensitivity line varies ("lr_ov", "init_scale",
+    "batch_size")."""
 
     experiment: str
     T: int
-    shortcut: bool
+    cut: str
     lr_ov: float
     init_scale: float
     batch_size: int
@@ -133,27 +141,26 @@ class Setting:
 
     @property
     def key(self) -> str:
-        task = "with shortcut" if self.shortcut else "without shortcut"
-        return (f"{self.experiment}: T = {self.T}, {task}, lr_ov = {self.lr_ov:g}, "
+        return (f"{self.experiment}: T = {self.T}, cut {self.cut}, lr_ov = {self.lr_ov:g}, "
                 f"init {self.init_scale:g} I, batch {self.batch_size}")
 
 
 def settings(p: Parameters) -> list[Setting]:
-    """Every line: the causal test (each length, with and without the shortcut), more lengths
-    with the shortcut, and the sensitivity lines (the task without the shortcut at the first
-    length, one factor changed at a time; each factor's default value is the causal test's
-    run, not trained twice)."""
+    """Every line: the causal test (each length, each cut), more lengths on the paper's task,
+    and the sensitivity lines (the query's own position masked at the first length, one
+    factor changed at a time; each factor's default value is the causal test's run, not
+    trained twice)."""
     base = dict(lr_ov=p.lr_ov, init_scale=p.init_scale, batch_size=p.batch_size)
-    out = [Setting("causal", T, shortcut, **base, ratios=tuple(p.ratios))
-           for T in p.lengths for shortcut in (True, False)]
-    out += [Setting("lengths", T, True, **base, ratios=tuple(p.shortcut_ratios))
+    out = [Setting("causal", T, cut, **base, ratios=tuple(p.ratios))
+           for T in p.lengths for cut in tasks.CUTS]
+    out += [Setting("lengths", T, "none", **base, ratios=tuple(p.shortcut_ratios))
             for T in p.shortcut_lengths if T not in p.lengths]
     for factor, values in (("lr_ov", p.sensitivity_lr_ov),
                            ("init_scale", p.sensitivity_init_scales),
                            ("batch_size", p.sensitivity_batch_sizes)):
         for value in values:
             if value != base[factor]:
-                out.append(Setting(factor, p.lengths[0], False, **{**base, factor: value},
+                out.append(Setting(factor, p.lengths[0], SENSITIVITY_CUT, **{**base, factor: value},
                                    ratios=tuple(p.sensitivity_ratios)))
     return out
 
@@ -170,7 +177,7 @@ def configs(p: Parameters, setting: Setting | None = None) -> list[train.RunConf
     return [train.RunConfig(run_name(setting, r, seed), spec, seed, epochs,
                             p.batches_per_epoch, lr_qk=r * setting.lr_ov, lr_ov=setting.lr_ov,
                             batch_size=setting.batch_size, T=setting.T,
-                            early_stop_loss=p.matched_loss, shortcut=setting.shortcut)
+                            early_stop_loss=p.matched_loss, cut=setting.cut)
             for r in setting.ratios for seed in p.seeds]
 
 
@@ -178,8 +185,9 @@ def run_name(setting: Setting, r: float, seed: int) -> str:
     return f"{setting.key}/r{r:g}/seed{seed}"
 
 
-RUN_COLUMNS = ("experiment", "T", "shortcut", "lr_ov", "init_scale", "batch_size", "r",
-               "seed", "distinct", "class_identifying", "target", "loss", "epochs", "reached")
+RUN_COLUMNS = ("experiment", "T", "cut", "lr_ov", "init_scale", "batch_size", "r", "seed",
+               "distinct", "class_identifying", "query_token", "other_queries", "target", "loss",
+               "epochs", "reached")
 
 
 def run_rows(p: Parameters, results: list[train.RunResult]) -> list[dict]:
@@ -191,10 +199,11 @@ def run_rows(p: Parameters, results: list[train.RunResult]) -> list[dict]:
         for r in s.ratios:
             for seed in p.seeds:
                 m = metrics.measure_run(by_name[run_name(s, r, seed)], p.eval_batches)
-                rows.append({"experiment": s.experiment, "T": s.T, "shortcut": s.shortcut,
+                rows.append({"experiment": s.experiment, "T": s.T, "cut": s.cut,
                              "lr_ov": s.lr_ov, "init_scale": s.init_scale,
                              "batch_size": s.batch_size, "r": r, "seed": seed,
                              "distinct": m.distinct, "class_identifying": m.class_identifying,
+                             "query_token": m.query_token, "other_queries": m.other_queries,
                              "target": m.target, "loss": m.loss, "epochs": m.epochs,
                              "reached": m.reached})
     return rows
@@ -203,7 +212,7 @@ def run_rows(p: Parameters, results: list[train.RunResult]) -> list[dict]:
 def _pick(runs, setting: Setting, r: float) -> list[dict]:
     """The runs of one line at one ratio, in seed order."""
     return sorted((x for x in runs if x["experiment"] == setting.experiment
-                   and x["T"] == setting.T and x["shortcut"] == setting.shortcut
+                   and x["T"] == setting.T and x["cut"] == setting.cut
                    and x["lr_ov"] == setting.lr_ov and x["init_scale"] == setting.init_scale
                    and x["batch_size"] == setting.batch_size and x["r"] == r),
                   key=lambda x: x["seed"])
@@ -220,29 +229,34 @@ def line(runs, setting: Setting) -> list[dict]:
         out.append({"r": r, "seeds": [x["seed"] for x in mine], "values": values, "mean": mean,
                     "ci95": half, "loss": float(np.mean([x["loss"] for x in mine])),
                     "target": float(np.mean([x["target"] for x in mine])),
+                    "query_token": float(np.mean([x["query_token"] for x in mine])),
+                    "other_queries": float(np.mean([x["other_queries"] for x in mine])),
                     "epochs": float(np.mean([x["epochs"] for x in mine])),
                     "reached": sum(x["reached"] for x in mine), "runs": len(mine)})
     return out
 
 
-def _setting(p: Parameters, experiment: str, T: int, shortcut: bool, **changed) -> Setting:
+def _setting(p: Parameters, experiment: str, T: int, cut: str, **changed) -> Setting:
     return next(s for s in settings(p) if s.experiment == experiment and s.T == T
-                and s.shortcut == shortcut
+                and s.cut == cut
                 and all(getattr(s, k) == v for k, v in changed.items()))
 
 
 def arm_rows(p: Parameters, runs) -> list[dict]:
-    """data.csv: per length, task (with, without the shortcut) and ratio: the attention on
-    the distinct tokens at the matched loss (mean, 95% interval), the share uniform attention
-    would give them, the mean held-out loss and how many runs reached the matched loss."""
+    """data.csv: per length, task (its cut of the shortcut) and ratio: the attention on the
+    distinct tokens at the matched loss (mean, 95% interval), on the query token and on the
+    other classes' query tokens (means), the share uniform attention would give the distinct
+    tokens, the mean held-out loss and how many runs reached the matched loss."""
     rows = []
     for s in settings(p):
         if s.experiment not in ("causal", "lengths"):
             continue
         for point in line(runs, s):
-            rows.append({"T": s.T, "shortcut": s.shortcut, "r": point["r"],
+            rows.append({"T": s.T, "cut": s.cut, "r": point["r"],
                          "distinct_mean": point["mean"], "distinct_ci95": point["ci95"],
-                         "uniform_share": tasks.uniform_distinct_share(s.shortcut, s.T),
+                         "query_token": point["query_token"],
+                         "other_queries": point["other_queries"],
+                         "uniform_share": tasks.uniform_distinct_share(s.cut, s.T),
                          "loss_mean": point["loss"], "runs_reaching_loss": point["reached"],
                          "runs": point["runs"]})
     return rows
@@ -250,13 +264,11 @@ def arm_rows(p: Parameters, runs) -> list[dict]:
 
 def causal_table(p: Parameters, runs) -> list[dict]:
     """The printed table of the causal test: per ratio, attention on the distinct tokens at
-    the matched loss (mean ± 95% interval over seeds), with and without the shortcut, per
-    length."""
+    the matched loss (mean ± 95% interval over seeds), per length and task (CUT_NAMES)."""
     columns = {}
     for T in p.lengths:
-        for shortcut in (True, False):
-            s = _setting(p, "causal", T, shortcut)
-            columns[f"T={T}_{'with' if shortcut else 'without'}"] = line(runs, s)
+        for cut in tasks.CUTS:
+            columns[f"T={T}_{CUT_NAMES[cut]}"] = line(runs, _setting(p, "causal", T, cut))
     return [{"r": f"{r:g}", **{name: interval_text(points[k]["mean"], points[k]["ci95"], 3)
                                for name, points in columns.items()}}
             for k, r in enumerate(p.ratios)]
@@ -264,23 +276,28 @@ def causal_table(p: Parameters, runs) -> list[dict]:
 
 def rises(points: list[dict]) -> dict:
     """Does the attention rise with r along one line? Per consecutive pair of ratios, the
-    paired per-seed difference (the same seeds, the same data) and its 95% interval:
-    "rises" where every step's interval lies above 0, "falls at r = x" for the first step
-    whose interval lies below 0, "not resolved at r = x" otherwise."""
+    difference paired by seed (the same seed starts from the same weights and sees the same
+    batches at every r; qkov.stats.paired_verdict, no margin: the theory predicts a strict
+    rise, small at small r): "rises at every step" where every step's interval lies above
+    0, "falls at r = x" for the first step whose interval lies below 0, "not resolved at
+    r = x" otherwise, "not testable" for fewer than two ratios."""
+    if len(points) < 2:
+        return {"verdict": "not testable", "rises": False, "first_failure": None}
     for a, b in zip(points, points[1:]):
         common = sorted(set(a["seeds"]) & set(b["seeds"]))
         diff = [b["values"][b["seeds"].index(s)] - a["values"][a["seeds"].index(s)]
                 for s in common]
-        mean, half = seed_interval(diff)
-        if not mean - half > 0:
-            verdict = "falls" if mean + half < 0 else "not resolved"
-            return {"verdict": f"{verdict} at r = {b['r']:g}", "rises": False,
+        verdict, _, _ = paired_verdict(diff)
+        if verdict != HIGHER:
+            word = "falls" if verdict == LOWER else "not resolved"
+            return {"verdict": f"{word} at r = {b['r']:g}", "rises": False,
                     "first_failure": b["r"]}
     return {"verdict": "rises at every step", "rises": True, "first_failure": None}
 
 
 VERDICT_COLUMNS = ("T", "task", "uniform_share", "lowest_r", "highest_r", "rises_with_r",
-                   "below_uniform_from_r")
+                   "below_uniform_from_r", "runs_at_loss", "query_token_at_max_r",
+                   "other_queries_at_max_r")
 
 
 def below_uniform_from(points: list[dict], uniform: float) -> float | None:
@@ -304,31 +321,36 @@ def verdict_rows(p: Parameters, runs) -> list[dict]:
         if s.experiment not in ("causal", "lengths"):
             continue
         points = line(runs, s)
-        uniform = tasks.uniform_distinct_share(s.shortcut, s.T)
+        uniform = tasks.uniform_distinct_share(s.cut, s.T)
         below = below_uniform_from(points, uniform)
         verdict = rises(points)
-        rows.append({"T": s.T, "task": "with shortcut" if s.shortcut else "without shortcut",
-                     "shortcut": s.shortcut, "uniform_share": uniform,
+        rows.append({"T": s.T, "task": CUT_NAMES[s.cut], "cut": s.cut, "uniform_share": uniform,
                      "lowest_r": interval_text(points[0]["mean"], points[0]["ci95"], 3),
                      "highest_r": interval_text(points[-1]["mean"], points[-1]["ci95"], 3),
                      "rises_with_r": verdict["verdict"],
                      "below_uniform_from_r": "-" if below is None else f"{below:g}",
                      "below_uniform_r": below, "rises": verdict["rises"],
-                     "highest_mean": points[-1]["mean"]})
-    return sorted(rows, key=lambda row: (not row["shortcut"], row["T"]))
+                     "highest_mean": points[-1]["mean"],
+                     "runs_reaching_loss": sum(x["reached"] for x in points),
+                     "runs": sum(x["runs"] for x in points),
+                     "runs_at_loss": f"{sum(x['reached'] for x in points)}/"
+                                     f"{sum(x['runs'] for x in points)}",
+                     "query_token_at_max_r": points[-1]["query_token"],
+                     "other_queries_at_max_r": points[-1]["other_queries"]})
+    return sorted(rows, key=lambda row: (tasks.CUTS.index(row["cut"]), row["T"]))
 
 
 def sensitivity_lines(p: Parameters) -> list[tuple[str, float, Setting]]:
     """(factor, value, setting) of every sensitivity line in order of value; each factor's
     default value is the causal test's own line."""
     out = []
-    default = _setting(p, "causal", p.lengths[0], False)
+    default = _setting(p, "causal", p.lengths[0], SENSITIVITY_CUT)
     for factor, values in (("lr_ov", p.sensitivity_lr_ov),
                            ("init_scale", p.sensitivity_init_scales),
                            ("batch_size", p.sensitivity_batch_sizes)):
         base = getattr(default, factor)
         lines = [(factor, base, default)]
-        lines += [(factor, v, _setting(p, factor, p.lengths[0], False, **{factor: v}))
+        lines += [(factor, v, _setting(p, factor, p.lengths[0], SENSITIVITY_CUT, **{factor: v}))
                   for v in values if v != base]
         out += sorted(lines, key=lambda x: x[1])
     return out
@@ -378,8 +400,9 @@ def sensitivity_table(p: Parameters, runs) -> list[dict]:
 
 # --- the figure ---------------------------------------------------------------------------
 
-TASK_STYLE = {True: ("s", "#d95f02", "with the shortcut"),
-              False: ("o", "#1b9e77", "without it")}
+TASK_STYLE = {"none": ("s", "#d95f02", "the paper's task"),
+              "self": ("o", "#1b9e77", "own position masked"),
+              "context": ("^", "#7570b3", "query token also out of context")}
 LENGTH_COLORS = ("#fdae6b", "#e6550d", "#a63603", "#54278f", "#756bb1", "#9e9ac8")
 
 
@@ -394,25 +417,27 @@ def _points(ax, points, offset, marker, color, label):
 
 def plot(p: Parameters, runs):
     """(a), (b): per causal-test length, the attention on the distinct tokens at the
-    matched loss against r with and without the shortcut (dots: seeds; markers: mean and 95%
-    interval; dotted: uniform attention's share); (c) with the shortcut at every length."""
+    matched loss against r in the paper's task and with each cut of the shortcut (dots:
+    seeds; markers: mean and 95% interval; dotted: uniform attention's share); (c) the
+    paper's task at every length."""
     with house_style():
         fig = new_figure(figsize=(COLUMN_WIDTH_IN, 7.4))
         grid = fig.add_gridspec(2, 2)
         top = [fig.add_subplot(grid[0, k]) for k in range(len(p.lengths[:2]))]
         for k, (ax, T) in enumerate(zip(top, p.lengths)):
-            for shortcut in (True, False):
-                marker, color, label = TASK_STYLE[shortcut]
-                points = line(runs, _setting(p, "causal", T, shortcut))
-                _points(ax, points, 1.06 if shortcut else 1 / 1.06, marker, color, label)
-                ax.axhline(tasks.uniform_distinct_share(shortcut, T), color=color, lw=0.8,
-                           ls=":")
+            for j, cut in enumerate(tasks.CUTS):
+                marker, color, label = TASK_STYLE[cut]
+                points = line(runs, _setting(p, "causal", T, cut))
+                _points(ax, points, 1.07 ** (j - 1), marker, color, label)
+                if cut != "self":  # "self": the same share as "none" up to (T - 2) / (T - 1)
+                    ax.axhline(tasks.uniform_distinct_share(cut, T), color=color, lw=0.8,
+                               ls=":")
             ax.set_title(f"({'ab'[k]}) T = {T}")
             if k == 0:
                 ax.set_ylabel("attention on distinct tokens")
                 ax.legend(loc="upper left")
         bottom = fig.add_subplot(grid[1, :])
-        lines = sorted((s for s in settings(p) if s.shortcut
+        lines = sorted((s for s in settings(p) if s.cut == "none"
                         and s.experiment in ("causal", "lengths")), key=lambda s: s.T)
         for k, s in enumerate(lines):
             points = [x for x in line(runs, s) if x["r"] in p.shortcut_ratios]
@@ -420,9 +445,9 @@ def plot(p: Parameters, runs):
                             yerr=[x["ci95"] for x in points], fmt="o-", ms=4, capsize=2,
                             color=LENGTH_COLORS[k % len(LENGTH_COLORS)], label=f"T = {s.T}")
         # (a sequence of oranges to purples: panels (a), (b) keep green for "without it")
-        bottom.axhline(tasks.uniform_distinct_share(True, p.lengths[0]), color="k", lw=0.8,
+        bottom.axhline(tasks.uniform_distinct_share("none", p.lengths[0]), color="k", lw=0.8,
                        ls=":", label=f"uniform attention (T = {p.lengths[0]})")
-        bottom.set_title("(c) with the shortcut, at more sequence lengths")
+        bottom.set_title("(c) the paper's task, at more sequence lengths")
         bottom.set_ylabel("attention on distinct tokens")
         bottom.legend(loc="lower left", ncols=3)
         for ax in [*top, bottom]:
@@ -441,7 +466,8 @@ FACTOR_TITLES = {"lr_ov": "(a) OV learning rate", "init_scale": "(b) initial sca
 
 def plot_sensitivity(p: Parameters, runs):
     """Per factor, one line per value: attention on the distinct tokens at the matched loss
-    against the sensitivity ratios, on the task without the shortcut (mean, 95% interval)."""
+    against the sensitivity ratios, on the task with the query's own position masked (mean,
+    95% interval)."""
     with house_style():
         fig = new_figure(figsize=(COLUMN_WIDTH_IN, 3.6))
         axes = fig.subplots(1, 3, sharey=True)
@@ -460,6 +486,6 @@ def plot_sensitivity(p: Parameters, runs):
             ax.set_title(FACTOR_TITLES[factor])
             ax.legend(loc="lower right")
         axes[0].set_ylabel("attention on distinct tokens")
-        fig.supxlabel(r"$r = \eta_{QK} / \eta_{OV}$ (task without the shortcut)",
+        fig.supxlabel(r"$r = \eta_{QK} / \eta_{OV}$ (the query's own position masked)",
                       fontsize=HOUSE_STYLE["axes.labelsize"])
     return fig

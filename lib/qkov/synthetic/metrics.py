@@ -72,9 +72,9 @@ class Evaluation:
 
 
 def held_out_batches(seed: int, T: int, n_batches: int, batch_size: int = 32,
-                     per_class: bool = False, shortcut: bool = True):
+                     per_class: bool = False, cut: str = "none"):
     """Held-out sequences of a run: a stream of their own (not the training stream)."""
-    stream = tasks.DataStream(derived_seed(seed, "eval"), T, batch_size, per_class, shortcut)
+    stream = tasks.DataStream(derived_seed(seed, "eval"), T, batch_size, per_class, cut)
     batches = [stream.batch_at(k) for k in range(n_batches)]
     return tasks.CountBatch(torch.cat([b.classes for b in batches]),
                             torch.cat([b.counts for b in batches]))
@@ -96,13 +96,16 @@ def evaluate(params: dict, spec: models.ModelSpec, batch: tasks.CountBatch) -> E
 @dataclass
 class RunMeasures:
     """One trained run (learned attention) on its held-out sequences: the mean attention on
-    distinct and on class-identifying tokens and on the target token 1+c (a common token
-    that occurs in most contexts: an OV circuit that copies its input to the same logit
-    could read the answer off it), the held-out loss, the epochs trained and whether it
-    stopped early (reached its early-stop loss)."""
+    distinct and on class-identifying tokens, on the query token 5+c (its own position and
+    its copies in the context), on the other classes' query tokens, and on the target token
+    1+c (a common token that occurs in most contexts: an OV circuit that copies its input to
+    the same logit could read the answer off it); the held-out loss, the epochs trained and
+    whether it stopped early (reached its early-stop loss)."""
 
     distinct: float
     class_identifying: float
+    query_token: float
+    other_queries: float
     target: float
     loss: float
     epochs: int
@@ -114,16 +117,19 @@ def measure_run(result, eval_batches: int) -> RunMeasures:
     """:class:`RunMeasures` of a ``qkov.synthetic.train.RunResult`` on ``eval_batches``
     held-out batches of its own (seed, T, task)."""
     c = result.config
-    batch = held_out_batches(c.seed, c.T, eval_batches, shortcut=c.shortcut)
+    batch = held_out_batches(c.seed, c.T, eval_batches, cut=c.cut)
     logits, attention = models.count_logits(result.params, batch.counts, batch.classes,
                                             c.model.fixed_alpha)
     loss = torch.nn.functional.cross_entropy(logits, batch.targets).item()
-    target = attention.gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)
+    def on(tokens):  # mean attention mass on one token per sequence
+        return float(attention.gather(-1, tokens.unsqueeze(-1)).numpy().mean())
+
+    queries = attention[:, tasks.query_token(0):tasks.query_token(tasks.N_CLASSES)].sum(-1)
     return RunMeasures(float(attention_on_distinct(attention, batch.classes).numpy().mean()),
                        float(attention_on_class_identifying(attention, batch.classes
                                                             ).numpy().mean()),
-                       float(target.numpy().mean()), loss, result.epochs_run,
-                       result.early_stopped)
+                       on(batch.queries), float(queries.numpy().mean()) - on(batch.queries),
+                       on(batch.targets), loss, result.epochs_run, result.early_stopped)
 
 
 @torch.no_grad()
@@ -240,6 +246,15 @@ def attention_at_loss(trajectory: np.ndarray, loss: float) -> tuple[float, float
     """(attention on distinct, on class-identifying tokens) when a run's held-out loss first
     reaches ``loss`` (:func:`at_loss`); None if the run never reached it."""
     return at_loss(trajectory, loss, (2, 3))
+
+
+def attention_at_loss_per_seed(trajectories: list[np.ndarray], loss: float,
+                               measure: int = 0) -> list[float] | None:
+    """Per run (one per seed), the attention (``measure`` 0: on distinct tokens, 1: on
+    class-identifying ones) when its held-out loss first reached ``loss``; None if some run
+    never did."""
+    values = [attention_at_loss(t, loss) for t in trajectories]
+    return None if any(v is None for v in values) else [v[measure] for v in values]
 
 
 def at_loss(trajectory: np.ndarray, loss: float, columns) -> tuple[float, ...] | None:

@@ -172,15 +172,18 @@ def count_logits(p, counts, classes, fixed_alpha=None):
     return a @ w_ov.transpose(-1, -2) + p["b"].unsqueeze(-2), a
 
 
-def dense_logits(p, tokens, fixed_alpha=None, classes=None, shortcut: bool = True):
+def dense_logits(p, tokens, fixed_alpha=None, classes=None, cut: str = "none"):
     """(logits, attention over positions) on dense sequences ``tokens`` (B, T-1).
 
     The straightforward computation on one-hot (B, T-1, 50) tensors, for checking the
-    counts path and as the benchmark's baseline shape. ``shortcut=False``: the query (the
-    last position) does not attend to itself (the task without the shortcut, see
-    :mod:`qkov.synthetic.tasks`); its own attention weight is 0.
+    counts path and as the benchmark's baseline shape. With a ``cut`` of the query-token
+    shortcut (:mod:`qkov.synthetic.tasks`), the query (the last position) does not attend to
+    itself: its own attention weight is 0 (learned attention only).
     """
     x = torch.nn.functional.one_hot(tokens, V).float()
+    if fixed_alpha is not None and tasks.check_cut(cut) != "none":
+        raise ValueError("dense_logits: a cut of the shortcut needs learned attention; fixed "
+                         "attention (fixed_alpha) spreads over every position")
     if fixed_alpha is not None:
         distinct = tasks.distinct_mask()[classes]
         on = torch.gather(distinct, 1, tokens).float()
@@ -191,8 +194,9 @@ def dense_logits(p, tokens, fixed_alpha=None, classes=None, shortcut: bool = Tru
         w_qk, _ = effective(p)
         query = x[:, -1] @ w_qk  # (B, V): the query's row of W_QK
         scores = torch.einsum("bv,btv->bt", query, x) * SCALE
-        if not shortcut:
-            scores[:, -1] = -math.inf
+        if tasks.check_cut(cut) != "none":
+            scores = scores.masked_fill(torch.arange(scores.shape[1]) == scores.shape[1] - 1,
+                                        -math.inf)
         a = torch.softmax(scores, dim=-1)
     h = torch.einsum("bt,btv->bv", a, x)
     _, w_ov = effective(p)
@@ -442,8 +446,9 @@ class Ensemble:
         ``conserved_ov``, float64 (E,)."""
         p = {k: v if index is None else v[index] for k, v in self.params.items()}
         w_qk, w_ov = effective(p)
-        specs = [self.specs[i] for i in (range(len(self)) if index is None
-                                         else torch.as_tensor(index).tolist())]
+        positions = range(len(self)) if index is None else \
+            torch.arange(len(self))[index].view(-1).tolist()  # ints, slices, masks, positions
+        specs = [self.specs[i] for i in positions]
         measures = factor_measures(p, specs)
         return ({} if w_qk is None else {"W_QK": w_qk}) | {"W_OV": w_ov, "b": p["b"].clone()} \
             | measures

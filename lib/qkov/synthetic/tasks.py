@@ -11,13 +11,15 @@ The model has no positional information, so the bag of token counts of the ``T-1
 tokens (plus the class, which fixes the query and the target) is a sufficient statistic:
 :class:`CountBatch` carries it, and :class:`TokenBatch` the dense sequences it summarises.
 
-**The query-token shortcut.** The query token ``5+c`` is one of the common tokens, so it
-also occurs in the context, and it identifies the class as well as the distinct tokens do:
-attention on it is a second route to the answer. With ``shortcut=False`` (the causal test of
-the theory chapter) that route is cut: the context is drawn from the class distribution with
-the query token's weight set to 0 (the other weights renormalised), and the query does not
-attend to its own position - only to the ``T-2`` context positions. The distinct tokens are
-then the only tokens of the context that carry the class.
+**The query-token shortcut.** The query attends to its own position too, which holds the
+query token ``5+c``: under near-uniform attention that one position is a class-specific
+excess of token ``5+c`` (its copies in the context occur equally in every class), and a fast
+QK circuit can turn it into a second route to the answer. The causal test of the theory
+chapter cuts it (``cut``, :data:`CUTS`): ``"self"`` - the query does not attend to its own
+position, only to the ``T-2`` context positions, on the same data; ``"context"`` - besides,
+the context is drawn from the class distribution with the query token's weight set to 0 (the
+other weights renormalised), which also makes the other three query tokens slightly more
+frequent in the class's context than in the others'.
 """
 
 from __future__ import annotations
@@ -30,6 +32,16 @@ import torch
 from .. import seeding
 
 VOCAB = 50
+# The task of paper Fig. 2 ("none"), and the cuts of the query-token shortcut (see above).
+CUTS = ("none", "self", "context")
+
+
+def check_cut(cut: str) -> str:
+    if cut not in CUTS:
+        raise ValueError(f"parameter 'cut': expected one of {CUTS}, got {cut!r}")
+    return cut
+
+
 N_CLASSES = 4
 N_COMMON = 10
 N_DISTINCT = 10
@@ -60,19 +72,19 @@ def class_distributions() -> torch.Tensor:
 _SLOTS = 10 * N_COMMON + sum(range(1, N_DISTINCT + 1))  # tenths of weight per class: 155
 
 
-def slots(shortcut: bool = True) -> int:
+def slots(cut: str = "none") -> int:
     """Tenths of context weight per class: 155, or 145 without the query token's 10."""
-    return _SLOTS if shortcut else _SLOTS - 10
+    return _SLOTS - 10 if check_cut(cut) == "context" else _SLOTS
 
 
 @functools.cache
-def _slot_tables(shortcut: bool = True) -> torch.Tensor:
-    """(4, slots(shortcut)) int64: token of each tenth of weight; token v fills weight(v) * 10
-    slots (none for the query token 5+c without the shortcut)."""
+def _slot_tables(cut: str = "none") -> torch.Tensor:
+    """(4, slots(cut)) int64: token of each tenth of weight; token v fills weight(v) * 10
+    slots (none for the query token 5+c where the cut keeps it out of the context)."""
     tables = []
     for c in range(N_CLASSES):
         tokens = [v for v in range(N_COMMON) for _ in range(10)
-                  if shortcut or v != query_token(c)]
+                  if cut != "context" or v != query_token(c)]
         tokens += [v for j, v in enumerate(distinct_tokens(c)) for _ in range(j + 1)]
         tables.append(tokens)
     return torch.tensor(tables)
@@ -84,15 +96,15 @@ def support_tokens() -> torch.Tensor:
                          for c in range(N_CLASSES)])
 
 
-def uniform_distinct_share(shortcut: bool = True, T: int | None = None) -> float:
+def uniform_distinct_share(cut: str = "none", T: int | None = None) -> float:
     """The attention mass uniform attention puts on the distinct tokens, in expectation.
 
-    Their share of a class's context weight is 5.5 / 15.5 (5.5 / 14.5 without the shortcut,
-    whose context lacks the query token); with ``T`` given, times the context's share of the
-    attended positions: (T - 2) / (T - 1) with the shortcut, since the query also attends to
-    its own position (a common token), and 1 without it."""
-    share = sum(range(1, N_DISTINCT + 1)) / slots(shortcut)
-    if T is not None and shortcut:
+    Their share of a class's context weight is 5.5 / 15.5 (5.5 / 14.5 where the cut keeps the
+    query token out of the context); with ``T`` given, times the context's share of the
+    attended positions: (T - 2) / (T - 1) in the paper's task, where the query also attends to
+    its own position (a common token), and 1 where the cut masks that position."""
+    share = sum(range(1, N_DISTINCT + 1)) / slots(cut)
+    if T is not None and cut == "none":
         share *= (check_length(T) - 2) / (T - 1)
     return share
 
@@ -145,9 +157,9 @@ class TokenBatch:
     def targets(self) -> torch.Tensor:
         return self.tokens[:, -1]
 
-    def to_counts(self, shortcut: bool = True) -> CountBatch:
-        """The bag of tokens the query attends to (without the shortcut: the context only)."""
-        return _counts(self.classes, self.tokens[:, :-2], shortcut)
+    def to_counts(self, cut: str = "none") -> CountBatch:
+        """The bag of tokens the query attends to (with a cut: the context only)."""
+        return _counts(self.classes, self.tokens[:, :-2], cut)
 
 
 def sample_classes(generator: torch.Generator, batch: int, per_class: bool = False):
@@ -158,9 +170,9 @@ def sample_classes(generator: torch.Generator, batch: int, per_class: bool = Fal
 
 
 def _draw_slots(generator: torch.Generator, batch: int, T: int, per_class: bool,
-                repeats: int = 1, shortcut: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+                repeats: int = 1, cut: str = "none") -> tuple[torch.Tensor, torch.Tensor]:
     """(classes, slots (rows, T-2)) of ``repeats`` consecutive batches: context token l of
-    row r is ``_slot_tables(shortcut)[classes[r], slots[r, l]]``.
+    row r is ``_slot_tables(cut)[classes[r], slots[r, l]]``.
 
     One call draws what ``repeats`` calls of ``batch`` rows would (the generator is read in
     the same order), so a stream can sample many batches at once.
@@ -172,66 +184,65 @@ def _draw_slots(generator: torch.Generator, batch: int, T: int, per_class: bool,
         classes = sample_classes(generator, batch * repeats)
     # Every weight is a whole number of tenths (155 in all per class), so a uniform slot
     # among 155 looked up in a table is an exact draw, and far faster than multinomial.
-    return classes, torch.randint(slots(shortcut), (len(classes), T - 2), generator=generator)
+    return classes, torch.randint(slots(cut), (len(classes), T - 2), generator=generator)
 
 
 def _draw(generator: torch.Generator, batch: int, T: int, per_class: bool, repeats: int = 1,
-          shortcut: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+          cut: str = "none") -> tuple[torch.Tensor, torch.Tensor]:
     """(classes, context tokens (rows, T-2)) of ``repeats`` consecutive batches."""
-    classes, drawn = _draw_slots(generator, batch, T, per_class, repeats, shortcut)
+    classes, drawn = _draw_slots(generator, batch, T, per_class, repeats, cut)
     # The tables' flat index of each slot; index_select reads them several times faster
     # than torch.take does.
-    index = drawn.add_(classes.unsqueeze(1) * slots(shortcut))
-    return classes, _slot_tables(shortcut).view(-1).index_select(0, index.view(-1)
-                                                                 ).view_as(index)
+    index = drawn.add_(classes.unsqueeze(1) * slots(cut))
+    return classes, _slot_tables(cut).view(-1).index_select(0, index.view(-1)).view_as(index)
 
 
 def _draw_counts(generator: torch.Generator, batch: int, T: int, per_class: bool,
-                 repeats: int = 1, shortcut: bool = True) -> CountBatch:
+                 repeats: int = 1, cut: str = "none") -> CountBatch:
     """The counts of :func:`_draw`'s sequences (the same draws)."""
-    return _counts(*_draw(generator, batch, T, per_class, repeats, shortcut), shortcut)
+    return _counts(*_draw(generator, batch, T, per_class, repeats, cut), cut)
 
 
 def sample_tokens(generator: torch.Generator, batch: int, T: int, per_class: bool = False,
-                  shortcut: bool = True) -> TokenBatch:
+                  cut: str = "none") -> TokenBatch:
     """Dense sequences of length T (context, query, target)."""
-    classes, context = _draw(generator, batch, T, per_class, shortcut=shortcut)
+    classes, context = _draw(generator, batch, T, per_class, cut=cut)
     tokens = torch.cat([context, query_token(classes)[:, None], target_token(classes)[:, None]],
                        dim=1)
     return TokenBatch(classes, tokens)
 
 
-def _counts(classes: torch.Tensor, context: torch.Tensor, shortcut: bool = True) -> CountBatch:
-    """Counts of the tokens the query attends to: the context and, with the shortcut, the
+def _counts(classes: torch.Tensor, context: torch.Tensor, cut: str = "none") -> CountBatch:
+    """Counts of the tokens the query attends to: the context and, in the paper's task, the
     query's own position."""
     counts = torch.zeros(len(classes), VOCAB)
     counts.scatter_add_(1, context, torch.ones(context.shape))
-    if shortcut:
+    if check_cut(cut) == "none":
         counts[torch.arange(len(classes)), query_token(classes)] += 1.0
     return CountBatch(classes, counts)
 
 
 def sample_counts(generator: torch.Generator, batch: int, T: int, per_class: bool = False,
-                  shortcut: bool = True) -> CountBatch:
+                  cut: str = "none") -> CountBatch:
     """The same distribution as :func:`sample_tokens`, as token counts (the same draws)."""
-    return _draw_counts(generator, batch, T, per_class, shortcut=shortcut)
+    return _draw_counts(generator, batch, T, per_class, cut=cut)
 
 
 class DataStream:
     """An endless, reproducible stream of count batches for one (seed, T, batch size, task).
 
-    Batch ``k`` of the stream depends only on the seed, T, the batch size, the task (with or
-    without the shortcut) and ``k``: it is drawn in fixed-size chunks from a generator of its
-    own, so every model that trains on the stream sees the same data however long it trains
-    or whatever else trains with it.
+    Batch ``k`` of the stream depends only on the seed, T, the batch size, the task (its
+    ``cut``: "self" masks the query's position in the very batches of "none") and ``k``: it
+    is drawn in fixed-size chunks from a generator of its own, so every model that trains on
+    the stream sees the same data however long it trains or whatever else trains with it.
     """
 
     CHUNK = 50
 
     def __init__(self, seed: int, T: int, batch: int, per_class: bool = False,
-                 shortcut: bool = True):
+                 cut: str = "none"):
         self.seed, self.T, self.batch, self.per_class = seed, check_length(T), batch, per_class
-        self.shortcut = shortcut
+        self.cut = check_cut(cut)
         self._generator = seeding.generator(seed)
         self._chunk_start = 0
         self._chunk: CountBatch | None = None
@@ -265,6 +276,6 @@ class DataStream:
 
     def _draw_chunk(self) -> None:
         self._chunk = _draw_counts(self._generator, self.batch, self.T, self.per_class,
-                                   repeats=self.CHUNK, shortcut=self.shortcut)
+                                   repeats=self.CHUNK, cut=self.cut)
         self._chunk_start = self._next_chunk
         self._next_chunk += self.CHUNK

@@ -43,9 +43,8 @@ class TrainingDiverged(RuntimeError):
 #   "authors": as the authors' notebooks do (Fig. 2): they add each epoch's mean loss to a
 #              running sum that is reset only every AUTHORS_RESET_EPOCHS epochs (after the
 #              test), and stop once the sum is at most early_stop_loss. Right after a reset
-#              the sum is one epoch's mean, so the stop fires in practice only at epochs
-#              1, 101, 201, ... (later in a window only if the sum of several epochs is that
-#              small).
+#              the sum is one epoch's mean, and within a window it only grows (losses are
+#              positive), so the stop can fire only at epochs 1, 101, 201, ...
 EARLY_STOP_RULES = ("epoch", "authors")
 AUTHORS_RESET_EPOCHS = 100
 
@@ -72,7 +71,7 @@ class RunConfig:
     T: int = 64
     early_stop_loss: float | None = None
     per_class_batches: bool = False
-    shortcut: bool = True  # False: the task without the query-token shortcut (tasks)
+    cut: str = "none"  # of the query-token shortcut: "none" (the paper's task), "self", "context"
     early_stop_rule: str = "epoch"  # see EARLY_STOP_RULES
 
     def __post_init__(self):
@@ -90,6 +89,7 @@ class RunConfig:
                 raise ValueError(f"run {self.name!r}: parameter {name!r}: expected a "
                                  f"finite learning rate >= 0, got {value!r}")
         tasks.check_length(self.T)
+        tasks.check_cut(self.cut)
 
     @property
     def steps(self) -> int:
@@ -101,7 +101,7 @@ class RunConfig:
 
     @property
     def stream_key(self) -> tuple:
-        return self.seed, self.T, self.batch_size, self.per_class_batches, self.shortcut
+        return self.seed, self.T, self.batch_size, self.per_class_batches, self.cut
 
 
 @dataclass
@@ -312,9 +312,9 @@ def _train_together(configs, progress, epoch_callback, desc, position=0):
     streams = {}
     for c in configs:
         if c.stream_key not in streams:
-            seed, T, batch, per_class, shortcut = c.stream_key
+            seed, T, batch, per_class, cut = c.stream_key
             streams[c.stream_key] = tasks.DataStream(derived_seed(seed, "data"), T, batch,
-                                                     per_class, shortcut)
+                                                     per_class, cut)
     stream_list = list(streams.values())
     stream_of = torch.tensor([list(streams).index(c.stream_key) for c in configs])
 

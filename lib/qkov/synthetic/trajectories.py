@@ -66,15 +66,15 @@ def measuring_callback(trajectory_batches: int, dense_epochs: int, every: int):
         if epoch > dense_epochs and epoch % every:
             return [None] * len(configs)
         for c in configs:
-            key = c.seed, c.T, c.shortcut
+            key = c.seed, c.T, c.cut
             if key not in held_out:
                 held_out[key] = metrics.held_out_batches(c.seed, c.T, trajectory_batches,
-                                                         shortcut=c.shortcut)
+                                                         cut=c.cut)
         values = np.zeros((len(configs), 3))
         # counts of different T (or task) do not stack: one call per (T, task)
-        for T, shortcut in {(c.T, c.shortcut) for c in configs}:
-            index = [i for i, c in enumerate(configs) if (c.T, c.shortcut) == (T, shortcut)]
-            sets = [held_out[configs[i].seed, T, shortcut] for i in index]
+        for T, cut in {(c.T, c.cut) for c in configs}:
+            index = [i for i, c in enumerate(configs) if (c.T, c.cut) == (T, cut)]
+            sets = [held_out[configs[i].seed, T, cut] for i in index]
             values[index] = metrics.learned_attention_measures(
                 {k: v[index] for k, v in circuits.items()},
                 torch.stack([b.counts for b in sets]), torch.stack([b.classes for b in sets]))
