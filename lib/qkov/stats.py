@@ -49,6 +49,22 @@ def paired_verdict(differences, margin: float = 0.0) -> tuple[str, float, float]
     return NOT_RESOLVED, mean, half
 
 
+def order_against(predicted: dict, measured: dict) -> tuple[list[str], list[str]]:
+    """Does a measurement order the items as a prediction does? ``predicted``: a value per
+    item; ``measured``: per item (mean, half-width of its interval). For every pair the
+    prediction orders "a > b": ``against`` when the measured intervals lie the other way,
+    ``unresolved`` when they overlap (pairs as "a > b")."""
+    names = sorted(predicted, key=predicted.get, reverse=True)
+    against, unresolved = [], []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            (ma, ha), (mb, hb) = measured[a], measured[b]
+            if ma - ha > mb + hb:
+                continue
+            (unresolved if mb - hb <= ma + ha else against).append(f"{a} > {b}")
+    return against, unresolved
+
+
 def seed_band(values, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """:func:`seed_interval` along the first axis (seeds) of ``values`` (seeds, points): the
     mean and the half-width of the ``level`` Student-t interval at every point, as the

@@ -27,7 +27,7 @@ from .. import artifacts
 from ..params import FigureParameters, optional_path, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..spec import FigureSpec
-from ..stats import NOT_RESOLVED, interval_text, paired_verdict, seed_interval
+from ..stats import NOT_RESOLVED, interval_text, order_against, paired_verdict, seed_interval
 from ..synthetic import authors
 
 # The files every verdict reads (the pipeline runs these figures first).
@@ -392,16 +392,9 @@ def bridge(results: Results) -> Evidence:
     predicted = {k: row["r_eff_at_loss"] for k, row in rows.items()}
     log = {k: (row["measured_log10_r_eff"], row["measured_log10_r_eff_ci95"])
            for k, row in rows.items()}
-    # a pair the prediction orders one way: does the measurement order it so, beyond its
-    # intervals (log10 r_eff, 95%)? A pair whose intervals overlap is not resolved.
-    against, unresolved = [], []
+    # the measurement orders a pair against the prediction only beyond its intervals
+    against, unresolved = order_against(predicted, log)
     names = sorted(predicted, key=predicted.get, reverse=True)
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            (ma, ha), (mb, hb) = log[a], log[b]
-            if ma - ha > mb + hb:
-                continue
-            (unresolved if mb - hb <= ma + ha else against).append(f"{a} > {b}")
     text = ("r_eff at the matched loss, predicted / measured from the factors (geometric mean): "
             + ", ".join(f"{k} {predicted[k]:.2g} / {10 ** log[k][0]:.2g}" for k in names)
             + ("; ordered otherwise: " + ", ".join(against) if against else "")

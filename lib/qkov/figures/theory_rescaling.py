@@ -20,7 +20,7 @@ from ..circuits import PARAMETERIZATIONS
 from ..params import ParameterError, derived, number, optional_path, parameter
 from ..plotting import COLUMN_WIDTH_IN, PARAMETERIZATION_COLORS, curve_points, house_style, new_figure
 from ..spec import FigureSpec
-from ..stats import NOT_RESOLVED, interval_text, paired_verdict, seed_interval
+from ..stats import NOT_RESOLVED, interval_text, order_against, paired_verdict, seed_interval
 from ..synthetic import metrics
 from ..synthetic import trajectories as fig2_runs
 from ..theory import reduced as theory
@@ -176,6 +176,18 @@ def bridge_rows(rows: list[dict]) -> list[dict]:
              "predicted_r_eff_rank": pred_rank[name], "measured_r_eff_rank": meas_rank[name],
              "measured_over_predicted": f"{measured[name] / predicted[name]:.3g}"}
             for name, row in zip(predicted, rows)]
+
+
+def bridge_order(rows: list[dict]) -> str:
+    """Whether the measured r_eff orders the parameterizations as the predicted one, pair by
+    pair beyond the 95% intervals of log10 r_eff (qkov.stats.order_against)."""
+    predicted = {row["parameterization"]: row["r_eff_at_loss"] for row in rows}
+    measured = {row["parameterization"]: (row["measured_log10_r_eff"],
+                                          row["measured_log10_r_eff_ci95"]) for row in rows}
+    against, unresolved = order_against(predicted, measured)
+    if against:
+        return "different (" + ", ".join(against) + " reversed)"
+    return "the same" + (f" (not resolved: {', '.join(unresolved)})" if unresolved else "")
 
 
 def rows(trajectories: dict[str, theory.Trajectory],
