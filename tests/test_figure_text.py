@@ -9,6 +9,8 @@ import pytest
 
 from qkov import figures, plotting
 from qkov.figures import (
+    claims_ledger,
+    fig2_controls,
     language_agreement,
     language_hatexplain,
     language_squad,
@@ -19,6 +21,7 @@ from qkov.figures import (
     theory_ratio_sweep,
     theory_reduction,
     theory_rescaling,
+    theory_shortcut,
 )
 from qkov.language import pipelines
 
@@ -43,7 +46,7 @@ def fig2_summaries():
 def fig2_curves():
     return [{"panel": panel.key, "loss": float(loss),
              **{f"{m}_{s}": (0.3 + 0.6 * k / 50 if s == "mean" else 0.02)
-                for m in paper_fig2.TRAJECTORY_MEASURES for s in ("mean", "std")}}
+                for m in paper_fig2.TRAJECTORY_MEASURES for s in ("mean", "std", "ci95")}}
             for panel in paper_fig2.PANELS
             for k, loss in enumerate(paper_fig2.MATCHED_LOSS_LEVELS)]
 
@@ -72,7 +75,7 @@ def rescaling_inputs():
                         init_scale=1e-6, default_init_rate=0.667, matched_loss=0.02)
     trajectories = theory_rescaling.trajectories(p)
     rows = [{"parameterization": name, "matched_loss": 0.02, "alpha_at_loss": 0.2 + 0.2 * k,
-             "measured_attention": 0.5, "measured_attention_std": 0.01}
+             "measured_attention": 0.5, "measured_attention_ci95": 0.01}
             for k, name in enumerate(trajectories)]
     return trajectories, rows, theory_rescaling.curves(trajectories, points=50)
 
@@ -80,13 +83,46 @@ def rescaling_inputs():
 def ratio_sweep_inputs():
     ratios = [0.01, 0.1, 1, 10, 100]
     rows = [{"r": r, "matched_loss": 0.05, "alpha_stylized": 0.5, "task_distinct_mean": 0.4,
-             "task_distinct_std": 0.01, "task_informative_mean": 0.6,
-             "task_informative_std": 0.01} for r in ratios]
+             "task_distinct_ci95": 0.01, "task_informative_mean": 0.6,
+             "task_informative_ci95": 0.01} for r in ratios]
     curve = {"r": np.geomspace(0.01, 100, 20), "alpha": np.linspace(0.1, 0.9, 20)}
     variants = [{"condition": f"T = {T}, 1e-6 I, lr_ov = 0.1", "r": r, "distinct": 0.4,
                  "distinct_ci95": 0.01, "informative": 0.6, "informative_ci95": 0.01}
                 for T in (32, 64, 128) for r in ratios]
-    return rows, curve, variants
+    seeds = {(row["condition"], row["r"]): {"distinct": [0.3, 0.5], "informative": [0.5, 0.7]}
+             for row in variants}
+    return rows, curve, variants, seeds
+
+
+def shortcut_inputs():
+    """theory-shortcut's parameters and one record per run of its default settings."""
+    p = theory_shortcut.Parameters(progress=False)
+    runs = [{"experiment": s.experiment, "T": s.T, "cut": s.cut, "lr_ov": s.lr_ov,
+             "init_scale": s.init_scale, "batch_size": s.batch_size, "r": r, "seed": seed,
+             "distinct": float(RNG.uniform(0, 1)), "class_identifying": 0.5, "target": 0.0,
+             "query_token": 0.1, "other_queries": 0.1, "loss": 0.05, "epochs": 10,
+             "reached": True}
+            for s in theory_shortcut.settings(p) for r in s.ratios for seed in p.seeds]
+    return p, runs
+
+
+def controls_inputs():
+    """fig2-controls' parameters (without reading paper-fig2) and trajectories of its panels."""
+    from types import SimpleNamespace
+
+    p = SimpleNamespace(qk_rates=[0.02, 0.03, 0.04, 0.1], matched_losses=[1.0, 0.3, 0.1])
+    loss = np.geomspace(3.0, 1e-3, 40)
+    path = np.column_stack([np.arange(40), loss, 0.35 + 0.5 * np.linspace(0, 1, 40),
+                            np.zeros((40, 6))])
+    panels = {*(k for group in fig2_controls.GROUPS for k, _, _ in group),
+              *(fig2_controls.sweep_key(r) for r in p.qk_rates)}
+    runs = fig2_controls.Runs({k: [path, path] for k in panels}, {}, {})
+    return p, runs
+
+
+def ledger_rows():
+    return [{"id": claim.id, "source": claim.source, "verdict": claim.expected}
+            for claim in claims_ledger.CLAIMS]
 
 
 def agreement_inputs():
@@ -94,7 +130,8 @@ def agreement_inputs():
     records = [{"condition": c, "seed": s, "attractors": a, "accuracy": 1.0 - 0.01 * a,
                 "attention_rollout": 0.3, "comprehensiveness": 0.2, "sufficiency": 0.05}
                for c in conditions for s in (1, 2) for a in range(4)]
-    results = [{"condition": c, "seed": s, "accuracy_by_epoch": np.full((20, 4), 0.9)}
+    results = [{"condition": c, "seed": s, "accuracy_by_epoch": np.full((20, 4), 0.9),
+                "nearest_by_epoch": np.full((20, 2), 0.8)}
                for c in conditions for s in (1, 2)]
     return records, {c: heatmap() for c in conditions}, results
 
@@ -120,7 +157,12 @@ DRAWINGS = {
     "theory-reduction": lambda: theory_reduction.plot(reduction_curves()),
     "theory-rescaling": lambda: theory_rescaling.plot(*rescaling_inputs()),
     "theory-ratio-sweep": lambda: theory_ratio_sweep.plot(*ratio_sweep_inputs()),
+    "theory-shortcut": lambda: theory_shortcut.plot(*shortcut_inputs()),
+    "theory-shortcut-sensitivity": lambda: theory_shortcut.plot_sensitivity(*shortcut_inputs()),
+    "fig2-controls": lambda: fig2_controls.plot(*controls_inputs()),
+    "claims-ledger": lambda: claims_ledger.plot(ledger_rows()),
     "language-agreement": lambda: language_agreement.plot(*agreement_inputs()),
+    "language-agreement-rare": lambda: language_agreement.plot_rare(agreement_inputs()[0]),
     "language-hatexplain": lambda: language_hatexplain.plot(*classifier_inputs(CLASSIFIER)),
     "language-sva": lambda: language_sva.plot(*classifier_inputs(CLASSIFIER)),
     "language-squad": lambda: language_squad.plot(*classifier_inputs(SQUAD)),

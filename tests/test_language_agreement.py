@@ -88,11 +88,27 @@ def test_vocabulary_round_trip():
 def test_the_figure_runs_end_to_end_at_a_tiny_size():
     from qkov.figures import language_agreement
 
-    p = language_agreement.Parameters(seeds=[1, 2], train_sentences=64, test_sentences=16, max_modifiers=2,
-                     epochs=2, workers=1, conditions=["matched", "faster QK"])
-    results = language_agreement.train(p)
-    records = language_agreement.rows(results)
-    assert len(records) == 2 * 2 * 3  # conditions x seeds x attractor counts 0..2
+    la = language_agreement
+    p = la.Parameters(seeds=[1, 2], train_sentences=64, test_sentences=16, max_modifiers=2,
+                      epochs=2, workers=1, conditions=["matched", "faster QK"],
+                      rare_train_sentences=32)
+    results = la.train(p)
+    everything = la.rows(results)
+    assert len(everything) == 2 * 2 * 2 * 3  # variants x conditions x seeds x attractors 0..2
+    assert all(tuple(r) == la.RECORD_COLUMNS for r in everything)  # rare-attractors.csv's header
+    records, rare = la.of_variant(everything), la.of_variant(everything, la.RARE)
+    assert len(records) == len(rare) == 2 * 2 * 3
+    with pytest.raises(ValueError, match="one variant"):
+        la.summary_table(everything)
+    assert [row["condition"] for row in la.comparison_table(rare)] == ["matched", "faster QK"]
+    assert la.comparison_table(rare)[0]["accuracy_gap"] == "-"
+    # the harder variant is measured at the end only
+    assert all(len(run["accuracy_by_epoch"]) == 0 for run in la.of_variant(results, la.RARE))
+    assert len(la.nearest_rows(results)) == 2 * 2 * 2  # default variant: conditions x seeds x epochs
+    table = la.nearest_noun_table(results)
+    assert [row["condition"] for row in table] == ["matched", "faster QK"]
+    assert set(table[0]) == set(la.nearest_noun_columns(results)) and 1 <= table[0]["epoch"] <= 2
+    results = la.of_variant(results)
     for r in records:
         assert 0 <= r["accuracy"] <= 1 and 0 <= r["attention_rollout"] <= 1 + 1e-6
         # one layer, read at a pad slot: rollout, layer mean and layer max coincide
@@ -130,13 +146,165 @@ def test_each_condition_puts_its_circuits_at_the_multiplier():
     assert rates["faster QK"] == pytest.approx((0.3, 0.3, 0.01))
     assert rates["faster QK only"] == pytest.approx((0.3, 0.01, 0.01))
     assert rates["all faster"] == pytest.approx((0.3, 0.3, 0.3))
+    # faster QK's ratio at matched's QK rate: W_Q, W_K and embeddings at the base rate
+    assert rates["slow OV"] == pytest.approx((0.01, 0.01, 0.01 / 30))
+    assert "slow OV" in language_agreement.Parameters().conditions
+
+
+@pytest.mark.parametrize("condition, expected", [
+    ("slow OV", {"W_Q": 1, "W_K": 1, "token_embedding": 1, "position_embedding": 1,
+                 "W_V": 1 / 30, "W_O": 1 / 30, "head": 1 / 30}),
+    ("faster QK", {"W_Q": 30, "W_K": 30, "token_embedding": 30, "position_embedding": 30,
+                   "W_V": 1, "W_O": 1, "head": 1}),
+    ("matched", {"W_Q": 1, "W_K": 1, "token_embedding": 1, "position_embedding": 1,
+                 "W_V": 1, "W_O": 1, "head": 1})])
+def test_the_optimizer_gives_every_parameter_its_conditions_rate(condition, expected):
+    """The rates the optimizer really uses, parameter by parameter, in units of the base
+    rate (at the peak of the schedule: every group's rate has the same factor)."""
+    from qkov.figures import language_agreement as la
+    from qkov.language.models import Decoder, make_optimizer
+
+    p = la.Parameters(lr=2e-3, qk_multiplier=30.0)
+    s = la.setup(p, condition, 1)
+    model = Decoder(la.model_config(p), generator=torch.Generator().manual_seed(0))
+    optimizer = make_optimizer(model, s.optimizer, lr=s.lr, qk_multiplier=s.qk_multiplier,
+                               embedding_multiplier=s.embedding_multiplier)
+    rate = {id(q): g["lr"] for g in optimizer.param_groups for q in g["params"]}
+    seen = set()
+    for name, parameter in model.named_parameters():
+        part = next(k for k in expected if k in name.split("."))
+        assert rate[id(parameter)] == pytest.approx(2e-3 * expected[part]), name
+        seen.add(part)
+    assert seen == set(expected)  # every kind of parameter is there
+
+
+def sentences(*texts):
+    """A batch of hand-written sentences, padded with id 0."""
+    ids = [A.VOCABULARY.encode(t) for t in texts]
+    width = max(map(len, ids)) + 1
+    return torch.tensor([row + [0] * (width - len(row)) for row in ids])
+
+
+def test_the_nearest_noun_is_read_from_the_words():
+    tokens = sentences("the dog",
+                       "the dogs",
+                       "the author near the keys",
+                       "the authors that the pilot sees",
+                       "the dogs with the old cabinet behind the farmers",
+                       "the key of the paintings that the boy likes",
+                       "the tall boys near the dogs above the small key")
+    assert A.nearest_noun_number(tokens).tolist() == [0, 1, 1, 0, 1, 0, 0]
+    with pytest.raises(ValueError, match="row 1 holds no noun"):
+        A.nearest_noun_number(sentences("the dog", "the old"))
+
+
+def test_the_nearest_attractor_split_on_hand_written_and_generated_sentences():
+    from qkov.figures import language_agreement as la
+
+    tokens = sentences("the dog near the keys", "the dog near the keys behind the boy",
+                       "the dogs that the pilot sees with the boys")
+    data = A.AgreementData(tokens=tokens, attention_mask=tokens != 0,
+                           labels=torch.tensor([0, 0, 1]))
+    assert la.nearest_attractor(data).tolist() == [True, False, False]
+    right = torch.tensor([False, True, True])
+    assert la.subset_accuracy(right, la.nearest_attractor(data)) == 0.0
+    assert la.subset_accuracy(right, ~la.nearest_attractor(data)) == 1.0
+    assert la.subset_accuracy(right, torch.zeros(3, dtype=torch.bool)) != \
+        la.subset_accuracy(right, torch.zeros(3, dtype=torch.bool))  # NaN: no sentence
+    # one attractor among three modifiers, at random: the nearest noun about a third of the time
+    one = A.generate(3000, 7, modifiers=3, attractors=1)
+    nearest = la.nearest_attractor(one)
+    assert 0.3 < nearest.double().mean() < 0.37
+    for k, sentence in enumerate(one.sentences(200)):
+        words = sentence.split()
+        last_noun = [w for w in words if w in NUMBER][-1]
+        assert bool(nearest[k]) == (NUMBER[last_noun] != int(one.labels[k]))
+
+
+def test_the_harder_variant_trains_on_fewer_sentences_with_rare_attractors():
+    from qkov.figures import language_agreement as la
+
+    p = la.Parameters(rare_train_sentences=3000, rare_attractor_prob=0.05)
+    default = la.training_sentences(p, 1234, la.DEFAULT)
+    rare = la.training_sentences(p, 1234, la.RARE)
+    assert len(default) == p.train_sentences and len(rare) == 3000
+    for data, prob in ((default, 0.5), (rare, 0.05)):
+        per_modifier = data.n_attractors.sum() / data.n_modifiers.sum()
+        assert abs(float(per_modifier) - prob) < 0.02
+        assert set(data.n_modifiers.tolist()) == set(range(p.max_modifiers + 1))
+        assert data.tokens.shape[1] == A.width(p.max_modifiers)  # one model reads both
+    # sentences in which at most half the nouns carry the subject's number (where the number
+    # most nouns carry is not the answer): about 31% by default, about 2% in the variant
+    minority = lambda d: float((2 * d.n_attractors >= d.n_modifiers + 1).double().mean())  # noqa: E731
+    assert minority(rare) < 0.03 and 0.27 < minority(default) < 0.35
+    assert torch.equal(rare.tokens, la.training_sentences(p, 1234, la.RARE).tokens)
+    assert not torch.equal(rare.tokens, la.training_sentences(p, 1235, la.RARE).tokens)
+    with pytest.raises(ValueError, match="variant"):
+        la.training_sentences(p, 1, "hard")
+    with pytest.raises(Exception, match="rare_attractor_prob"):
+        la.Parameters(rare_attractor_prob=1.5)
+    # without the variant a run trains the default one alone
+    tiny = dict(seeds=[1], conditions=["matched"], train_sentences=16, test_sentences=4,
+                max_modifiers=1, epochs=1, workers=1, progress=False)
+    assert {r["variant"] for r in la.train(la.Parameters(**tiny, rare_attractors=False))} == \
+        {la.DEFAULT}
+
+
+def test_the_per_epoch_measurements_are_those_of_the_final_model():
+    """The last epoch's accuracies and nearest-noun split, measured during training, are
+    those of the trained model measured again from scratch."""
+    from qkov.figures import language_agreement as la
+
+    p = la.Parameters(seeds=[3], conditions=["matched"], train_sentences=96, test_sentences=60,
+                      max_modifiers=3, epochs=2, workers=1, progress=False,
+                      rare_attractors=False)
+    run = la.train_one(p, "matched", 3)
+    tests = la.held_out_sets(p, 3)
+    assert run["accuracy_by_epoch"].shape == (2, 4) and run["nearest_by_epoch"].shape == (2, 2)
+    assert [run["evaluation"][a]["accuracy"] for a in sorted(tests)] == \
+        run["accuracy_by_epoch"][-1].tolist()
+    nearest = la.nearest_attractor(tests[1])
+    assert run["nearest_sentences"] == (int(nearest.sum()), int((~nearest).sum()))
+    # the split's two shares, weighted by their sentences, give the one-attractor accuracy
+    near, other = run["nearest_by_epoch"][-1]
+    n_near, n_other = run["nearest_sentences"]
+    assert (near * n_near + other * n_other) / (n_near + n_other) == \
+        pytest.approx(run["accuracy_by_epoch"][-1, 1])
+
+
+def test_worst_and_solved_epochs_and_paired_gaps_on_made_up_runs():
+    import numpy as np
+
+    from qkov.figures import language_agreement as la
+
+    def run(condition, seed, last):
+        curve = np.zeros((4, 3))
+        curve[:, -1] = last
+        return {"variant": la.DEFAULT, "condition": condition, "seed": seed,
+                "accuracy_by_epoch": curve, "nearest_by_epoch": np.full((4, 2), 0.5),
+                "evaluation": {0: {}, 1: {}, 2: {}}}
+
+    results = [run("matched", 1, [0.5, 0.1, 0.9, 1.0]), run("matched", 2, [0.5, 0.3, 0.97, 1.0]),
+               run("faster QK", 1, [0.4, 0.6, 0.7, 0.8]), run("faster QK", 2, [0.2, 0.6, 0.7, 0.8])]
+    assert la.worst_epoch(results, "matched") == 2 and la.worst_epoch(results, "faster QK") == 1
+    assert la.solved_epoch(results, "matched") == 4  # 0.935 after epoch 3: not yet 0.95
+    assert la.solved_epoch(results, "faster QK") is None
+    table = la.nearest_noun_table(results)
+    assert table[0]["attractors_2"] == "0.2 ± 1.3" and table[1]["solved"] == "-"
+    records = [{"condition": c, "seed": s, "attractors": a, "accuracy": v + 0.1 * a}
+               for c, s, v in (("matched", 1, 0.5), ("matched", 2, 0.6), ("faster QK", 1, 0.7),
+                               ("faster QK", 2, 0.9)) for a in (0, 1)]
+    mean, half = la.paired_gap(records, "accuracy", "faster QK")
+    assert mean == pytest.approx(0.25)  # per seed 0.2 and 0.3
+    assert la.paired_gap(records, "accuracy", "faster QK", attractors=1)[0] == pytest.approx(0.25)
+    assert half == pytest.approx(12.706 * 0.0707107 / 2 ** 0.5, rel=1e-3)  # t(1) x sd / sqrt(2)
 
 
 def test_a_run_does_not_depend_on_the_number_of_workers():
     from qkov.figures import language_agreement
 
     kw = dict(seeds=[1, 2], train_sentences=256, test_sentences=64, max_modifiers=3, epochs=3,
-              conditions=["matched", "faster QK"])
+              conditions=["matched", "faster QK"], rare_train_sentences=64)
     one = language_agreement.rows(language_agreement.train(language_agreement.Parameters(workers=1, **kw)))
     two = language_agreement.rows(language_agreement.train(language_agreement.Parameters(workers=2, **kw)))
     assert one == two
@@ -148,6 +316,11 @@ def test_the_language_figures_share_the_condition_names_and_the_held_out_sets_ar
 
     # one spelling: the real-data figures' two conditions are the agreement figure's first two
     assert pipelines.CONDITIONS == ("matched", "faster QK") == tuple(language_agreement.CONDITIONS)[:2]
+    from qkov.language import train
+
+    assert set(language_agreement.CONDITIONS) == {train.MATCHED, train.FASTER_QK,
+                                                  train.FASTER_QK_ONLY, train.ALL_FASTER,
+                                                  train.SLOW_OV}
     p = language_agreement.Parameters(test_sentences=8, max_modifiers=2)
     sets = language_agreement.held_out_sets(p, 1)
     assert sorted(sets) == [0, 1, 2]

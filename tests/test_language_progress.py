@@ -62,7 +62,7 @@ def test_the_bar_has_a_line_per_worker_process():
 def test_the_default_run_is_accepted_with_its_estimate_and_a_typo_in_epochs_is_refused():
     p = la.Parameters()
     print(p.cost())
-    assert p.cost().startswith("work: 4,128,000 sentence passes of the default model "
+    assert p.cost().startswith("work: 7,340,000 sentence passes of the default model "
                                "(1 x the default run)")
     recorded = recorded_seconds("language-agreement")
     if recorded is not None:  # a checkout with its timing record: the default run's time
@@ -81,8 +81,12 @@ def test_the_default_run_is_accepted_with_its_estimate_and_a_typo_in_epochs_is_r
 
 def test_the_work_counts_what_the_run_computes():
     base = la.Parameters().work().amount
-    # Runs: seeds x conditions.
-    assert la.Parameters(seeds=[1], conditions=["matched"]).work().amount == base / 20
+    # Runs: seeds x conditions (each on both variants).
+    assert la.Parameters(seeds=[1], conditions=["matched"]).work().amount == base / 25
+    # The harder variant: fewer sentences, no measurement after every epoch.
+    alone = la.Parameters(rare_attractors=False).work().amount
+    assert 0.3 * alone < base - alone < 0.5 * alone
+    assert la.Parameters(rare_train_sentences=2000).work().amount > base
     # Smaller batches: more steps, each with a fixed cost, over the same sentences.
     assert la.Parameters(batch_size=8).work().amount > 2 * base
     assert la.Parameters(batch_size=2000).work().amount < base

@@ -5,20 +5,31 @@ A one-layer decoder reads a sentence prefix from :mod:`qkov.language.agreement` 
 the number of the verb at the first pad position. Each seed trains one model per condition
 (:data:`CONDITIONS`) from the same initialisation and batch order: *matched* (every
 parameter at the base learning rate) and *faster QK* (W_Q, W_K and the embeddings at
-``qk_multiplier`` times it, as the paper's faster-QK runs), and two controls that tell what
-the faster rate does where: *faster QK only* (W_Q, W_K alone at the multiplier) and *all
-faster* (every parameter at the multiplier). All are measured on held-out sets with a fixed
-number of modifiers and 0, 1, ... attractors: accuracy, attention on the subject from the
-readout position (rollout, layer mean, layer max), ERASER comprehensiveness and sufficiency
-at the top ``eraser_fraction`` of tokens by attention rollout
+``qk_multiplier`` times it, as the paper's faster-QK runs), and three controls that tell
+what the faster rate does where: *faster QK only* (W_Q, W_K alone at the multiplier), *all
+faster* (every parameter at the multiplier) and *slow OV* (faster QK's ratio between the
+circuits at matched's QK rate: every parameter but W_Q, W_K and the embeddings at the base
+rate divided by the multiplier). All are measured on held-out sets with a fixed number of
+modifiers and 0, 1, ... attractors: accuracy, attention on the subject from the readout
+position (rollout, layer mean, layer max), ERASER comprehensiveness and sufficiency at the
+top ``eraser_fraction`` of tokens by attention rollout
 (:func:`qkov.language.metrics.eraser`, as every language figure), and the
-attention-vs-probability heatmap.
+attention-vs-probability heatmap. After every epoch: the accuracy on each held-out set, and
+on the sentences with one attractor, split by whether the attractor is the noun nearest the
+verb (:func:`nearest_noun_table`).
+
+Each seed also trains every condition on a harder variant (:data:`RARE`, parameter
+``rare_attractors``): fewer training sentences, in which attractors are rare, measured on
+the same held-out sets, where they are common. Its accuracy is below the ceiling, so the
+conditions can differ in it.
 
 :class:`Parameters` are the notebook's (with the run's :meth:`~Parameters.work`, which
 bounds its time before it starts, and size bounds, which keep a typo from filling the
-memory); :func:`train` runs every (condition, seed), each with a progress bar;
-:func:`rows` are the stored records, :func:`summary_table` / :func:`attractor_table` the
-printed tables, :func:`plot` the figure.
+memory); :func:`train` runs every (variant, condition, seed), each with a progress bar;
+:func:`rows` are the records (:func:`of_variant` picks one variant's: the default
+variant's are stored as ``data.csv``, the harder one's as ``rare-attractors.csv``),
+:func:`summary_table` / :func:`attractor_table` / :func:`nearest_noun_table` the printed
+tables, :func:`plot` and :func:`plot_rare` the drawings.
 """
 
 from __future__ import annotations
@@ -48,6 +59,7 @@ from ..language.train import (
     FASTER_QK,
     FASTER_QK_ONLY,
     MATCHED,
+    SLOW_OV,
     TrainingSetup,
     train_classifier,
 )
@@ -65,24 +77,46 @@ from ..params import (
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..processes import map_in_processes
 from ..seeding import derived_seed, init_generator
-from ..spec import FigureSpec
+from ..spec import Drawing, FigureSpec
 from ..stats import interval_text, records_interval, seed_interval
 
 # The companion's own synthetic stand-in for the paper's section 5; it computes in its
 # `dtype` parameter (float64 by default: see the book's "Precision" section).
 SPEC = FigureSpec(id="language-agreement", reproduces=None, page="book/language",
-                  tables=("heatmaps.csv", "curves.csv"), threads=2, dtype=None,
-                  resources={"mem_mb": 4000, "runtime": 30},
-                  alt=("Four line plots against the number of attractors in a sentence or the epoch, one "
-                       "line per learning-rate condition: held-out accuracy, attention on the subject, "
-                       "comprehensiveness and sufficiency, and accuracy per epoch; below, one heatmap per "
-                       "condition of test sentences binned by attention on the subject (x) and probability "
-                       "of the true number (y), each cell its percentage."))
+                  tables=("heatmaps.csv", "curves.csv", "nearest-noun.csv",
+                          "rare-attractors.csv"), threads=2,
+                  dtype=None, resources={"mem_mb": 4000, "runtime": 30},
+                  alt=("Six line plots, one line per learning-rate condition: held-out accuracy, "
+                       "attention on the subject, and comprehensiveness and sufficiency against the "
+                       "number of attractors in a sentence; then against the epoch, accuracy on "
+                       "sentences whose modifiers all carry the other number, and on sentences with one "
+                       "attractor, when it is the noun nearest the verb and when it is not; below, one "
+                       "heatmap per condition of test sentences binned by attention on the subject (x) "
+                       "and probability of the true number (y), each cell its percentage."),
+                  extra_drawings=(Drawing("rare", None, alt=(
+                      "Two line plots against the number of attractors in a held-out sentence, one "
+                      "line per learning-rate condition, for models trained on sentences in which "
+                      "attractors are rare: held-out accuracy (left) and attention on the subject "
+                      "(right), mean over seeds with 95% intervals.")),))
 
-# condition: (multiplier of W_Q and W_K, of the embeddings, of every other parameter)
-# (the names are qkov.language.train's, shared with the real-data figures)
+# condition: (multiplier of W_Q and W_K, of the embeddings, of every other parameter), "m"
+# the parameter qk_multiplier (the names are qkov.language.train's, shared with the
+# real-data figures). Faster QK counts the embeddings with the QK circuit, as the paper's
+# faster-QK runs do; slow OV is faster QK with every rate divided by m - the same ratio
+# between the circuits, at matched's QK rate - so that it keeps the embeddings with QK at
+# the base rate too: slow OV is to faster QK what matched is to all faster, and the four make
+# a 2 x 2 of the ratio (1 or m) by the QK rate (1 or m). W_V, W_O and the classifier head
+# (every "other" parameter, qkov.language.models.circuit_of) learn at the base rate / m.
 CONDITIONS = {MATCHED: ("1", "1", "1"), FASTER_QK: ("m", "m", "1"),
-              FASTER_QK_ONLY: ("m", "1", "1"), ALL_FASTER: ("m", "m", "m")}
+              FASTER_QK_ONLY: ("m", "1", "1"), ALL_FASTER: ("m", "m", "m"),
+              SLOW_OV: ("1", "1", "1/m")}
+
+# The variants every (condition, seed) trains on: the default one, and one in which the
+# training sentences rarely hold an attractor (Parameters.rare_*). Both are measured on the
+# same held-out sets.
+DEFAULT = "default"
+RARE = "rare attractors"
+VARIANTS = (DEFAULT, RARE)
 
 
 def condition_list(name: str, value) -> list[str]:
@@ -145,6 +179,12 @@ class Parameters(FigureParameters):
     # attention heads (d_head: d_model / n_heads)
     n_heads: int = parameter(2, integer, minimum=1, maximum=MAX_HEADS)
     epochs: int = parameter(20, integer, minimum=1)
+    # The harder variant: every condition and seed trained again on rare_train_sentences
+    # sentences in which a modifier's noun is an attractor with probability rare_attractor_prob
+    # (0.5 in the default variant), measured on the same held-out sets
+    rare_attractors: bool = parameter(True, boolean)
+    rare_train_sentences: int = parameter(1000, integer, minimum=1, maximum=MAX_TRAIN_SENTENCES)
+    rare_attractor_prob: float = parameter(0.1, number, at_least=0, at_most=1)
     batch_size: int = parameter(64, integer, minimum=1)
     lr: float = parameter(1e-3, number, above=0)  # AdamW base learning rate
     qk_multiplier: float = parameter(30.0, number, above=0)  # the conditions' multiplier m
@@ -161,8 +201,9 @@ class Parameters(FigureParameters):
         if self.d_model % self.n_heads:
             raise ParameterError("n_heads", f"expected a divisor of d_model={self.d_model}, "
                                  f"got {self.n_heads}")
+        most = max(self.train_sentences, self.rare_train_sentences if self.rare_attractors else 0)
         for rows, what in ((self.test_sentences, "test_sentences (a held-out set is one batch)"),
-                           (min(self.batch_size, self.train_sentences), "batch_size")):
+                           (min(self.batch_size, most), "batch_size")):
             gb = attention_bytes(self, rows) / 1e9
             if gb > MAX_ATTENTION_GB:
                 raise ParameterError(what.split()[0], (
@@ -175,18 +216,28 @@ class Parameters(FigureParameters):
         for: per (condition, seed), every epoch trains on ``train_sentences`` (forward and
         backward, :data:`TRAIN_PASSES`; each optimizer step adds :data:`STEP_PASSES`) and
         measures the accuracy on ``max_modifiers + 1`` held-out sets of ``test_sentences``
-        (one pass each); at the end each held-out sentence is measured in
-        :data:`FINAL_PASSES` passes. A pass through a larger model counts more: per position
+        (one pass each; the split of the one-attractor set by its nearest noun reuses that
+        pass); at the end each held-out sentence is measured in :data:`FINAL_PASSES`
+        passes. With ``rare_attractors`` each (condition, seed) trains once more, on
+        ``rare_train_sentences`` for as many epochs, without the measurement after every
+        epoch, and is measured at the end as the default variant. A pass through a larger
+        model counts more: per position
         and layer as ``d_model + n_heads * positions + d_model**2 / 64``, which follows the
         time of a run on a CPU to within about a factor 2 (timed one run at a time, changing
         one of batch_size 8-2000, d_model 32-256, n_heads 2-8, n_layers 1-4, max_modifiers
         3-10, test_sentences 500-2000). The estimate in minutes counts ``workers``
         (:meth:`~qkov.params.FigureParameters.cost`)."""
         held_out = (self.max_modifiers + 1) * self.test_sentences
-        steps = math.ceil(self.train_sentences / self.batch_size)
         size = pass_size(self) / pass_size(type(self).defaults())
-        per_run = (self.epochs * (TRAIN_PASSES * self.train_sentences + held_out)
-                   + FINAL_PASSES * held_out) * size + self.epochs * steps * STEP_PASSES
+
+        def run(sentences: int, measured_per_epoch: bool) -> float:
+            steps = math.ceil(sentences / self.batch_size)
+            per_epoch = TRAIN_PASSES * sentences + (held_out if measured_per_epoch else 0)
+            return ((self.epochs * per_epoch + FINAL_PASSES * held_out) * size
+                    + self.epochs * steps * STEP_PASSES)
+
+        per_run = run(self.train_sentences, True) \
+            + (run(self.rare_train_sentences, False) if self.rare_attractors else 0)
         return Work(len(self.seeds) * len(self.conditions) * per_run,
                     "sentence passes of the default model")
 
@@ -217,9 +268,10 @@ def model_config(p: Parameters) -> DecoderConfig:
 
 
 def setup(p: Parameters, condition: str, seed: int) -> TrainingSetup:
-    """The condition's learning rates: the base rate times 1 or ``qk_multiplier`` per
-    circuit, as :data:`CONDITIONS` says."""
-    qk, embedding, other = (p.qk_multiplier if k == "m" else 1.0 for k in CONDITIONS[condition])
+    """The condition's learning rates: the base rate times 1, ``qk_multiplier`` or its
+    inverse per circuit, as :data:`CONDITIONS` says."""
+    factor = {"1": 1.0, "m": p.qk_multiplier, "1/m": 1.0 / p.qk_multiplier}
+    qk, embedding, other = (factor[k] for k in CONDITIONS[condition])
     return TrainingSetup(optimizer="adamw", lr=p.lr * other, qk_multiplier=qk / other,
                          embedding_multiplier=embedding / other, epochs=p.epochs,
                          batch_size=p.batch_size, schedule="cosine", warmup_fraction=0.1,
@@ -254,14 +306,26 @@ def evaluate(model, data: agreement.AgreementData, fraction: float) -> dict:
                 **{m: scores[m].numpy() for m in ERASER_MEASURES}}
 
 
-def train_one(p: Parameters, condition: str, seed: int) -> dict:
+def nearest_attractor(data: agreement.AgreementData) -> torch.Tensor:
+    """Per sentence: whether the noun nearest the verb carries the other number than the
+    subject (an attractor; in a set with one attractor per sentence, whether that attractor
+    is the nearest noun)."""
+    return agreement.nearest_noun_number(data.tokens) != data.labels
+
+
+def subset_accuracy(right: torch.Tensor, subset: torch.Tensor) -> float:
+    """The share of ``right`` among the sentences of ``subset`` (NaN for none)."""
+    return float(right[subset].double().mean()) if subset.any() else float("nan")
+
+
+def train_one(p: Parameters, condition: str, seed: int, variant: str = DEFAULT) -> dict:
     """Train one model and measure it on every held-out set, on the pinned number of torch
     threads as in a worker process (the float rounding of a run then does not depend on
     where it ran)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(pinned_threads())
     try:
-        return _train_one(p, condition, seed)
+        return _train_one(p, condition, seed, variant)
     finally:
         torch.set_num_threads(threads)
 
@@ -274,35 +338,67 @@ def bar_position(workers: int) -> int:
     return (identity[0] - 1) % workers if identity else 0
 
 
-def _train_one(p: Parameters, condition: str, seed: int) -> dict:
-    data = agreement.generate(p.train_sentences, derived_seed(seed, "data"),
-                              modifiers=(0, p.max_modifiers))
+def training_sentences(p: Parameters, seed: int, variant: str) -> agreement.AgreementData:
+    """The training sentences of a seed: 0 to ``max_modifiers`` modifiers, each modifier's
+    noun an attractor with probability 0.5 (default variant) or ``rare_attractor_prob``
+    (:data:`RARE`, ``rare_train_sentences`` of them); drawn from the same seed."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant: expected one of {VARIANTS}, got {variant!r}")
+    n, prob = ((p.train_sentences, 0.5) if variant == DEFAULT
+               else (p.rare_train_sentences, p.rare_attractor_prob))
+    return agreement.generate(n, derived_seed(seed, "data"), modifiers=(0, p.max_modifiers),
+                              attractor_prob=prob)
+
+
+def _train_one(p: Parameters, condition: str, seed: int, variant: str) -> dict:
+    data = training_sentences(p, seed, variant)
     # Initialised in float32 and then converted: both dtypes start from the same weights.
     # Training runs in float64 by default: at the faster QK rates float32 rounding is
     # amplified until the printed digits depend on the CPU (the book's reproducibility page).
     model = Decoder(model_config(p), generator=init_generator(seed)).to(DTYPES[p.dtype])
     tests = held_out_sets(p, seed)
+    one = tests[1]  # max_modifiers modifiers, one of them an attractor
+    nearest = nearest_attractor(one)
 
-    def accuracies(model):  # after every epoch, on each held-out set
-        return [accuracy(model(t.tokens, t.attention_mask).logits, t.labels)
-                for t in tests.values()]
+    def measure(model):
+        """After every epoch: the accuracy on each held-out set, then on the one-attractor
+        sentences whose attractor is the nearest noun and on the others."""
+        logits = {a: model(t.tokens, t.attention_mask).logits for a, t in tests.items()}
+        right = logits[1].argmax(-1) == one.labels
+        return [accuracy(logits[a], t.labels) for a, t in tests.items()] + \
+            [subset_accuracy(right, nearest), subset_accuracy(right, ~nearest)]
 
+    # The harder variant is measured at the end only (the run's cost, Parameters.work).
     history = train_classifier(model, data, setup(p, condition, seed), device="cpu",
-                               eval_fn=accuracies, progress=p.progress,
-                               desc=f"{condition}, seed {seed}",
+                               eval_fn=measure if variant == DEFAULT else None,
+                               progress=p.progress,
+                               desc=f"{condition}, seed {seed}" + (
+                                   "" if variant == DEFAULT else f", {variant}"),
                                position=bar_position(p.workers))
-    return {"condition": condition, "seed": seed, "loss": history.loss,
-            "accuracy_by_epoch": np.array(history.eval),  # [epochs, attractor counts]
+    by_epoch = np.array(history.eval, dtype=float).reshape(len(history.eval), len(tests) + 2)
+    return {"variant": variant, "condition": condition, "seed": seed, "loss": history.loss,
+            "accuracy_by_epoch": by_epoch[:, :len(tests)],  # [epochs, attractor counts]
+            # [epochs, 2]: one-attractor sentences, attractor nearest / elsewhere
+            "nearest_by_epoch": by_epoch[:, len(tests):],
+            "nearest_sentences": (int(nearest.sum()), int((~nearest).sum())),
             "evaluation": {a: evaluate(model, test, p.eraser_fraction)
                            for a, test in tests.items()}}
 
 
 def train(p: Parameters) -> list[dict]:
-    """Every (condition, seed), spread over ``workers`` processes (a run's result does not
-    depend on where it ran). With ``progress`` each run shows a bar of its steps on stderr,
-    one line per worker process."""
-    jobs = [(p, condition, seed) for condition in p.conditions for seed in p.seeds]
+    """Every (variant, condition, seed), spread over ``workers`` processes (a run's result
+    does not depend on where it ran): the default variant first, then, with
+    ``rare_attractors``, the harder one. With ``progress`` each run shows a bar of its steps
+    on stderr, one line per worker process."""
+    variants = VARIANTS if p.rare_attractors else (DEFAULT,)
+    jobs = [(p, condition, seed, variant) for variant in variants
+            for condition in p.conditions for seed in p.seeds]
     return map_in_processes(train_one, jobs, p.workers)
+
+
+def of_variant(items: list[dict], variant: str = DEFAULT) -> list[dict]:
+    """The results or records of one variant."""
+    return [x for x in items if x.get("variant", DEFAULT) == variant]
 
 
 # --- rows and tables ------------------------------------------------------------------------
@@ -311,13 +407,19 @@ MEASURES = ("accuracy", "attention_rollout", "attention_layer_mean", "attention_
             "comprehensiveness", "sufficiency", "probability")
 
 
+RECORD_COLUMNS = ("variant", "condition", "seed", "attractors", "final_train_loss",
+                  "accuracy", *(f"attention_{m}" for m in ATTENTION_METHODS),
+                  "comprehensiveness", "sufficiency", "probability")
+
+
 def rows(results: list[dict]) -> list[dict]:
-    """One record per (condition, seed, attractors): the held-out means, and the run's last
-    training-epoch loss."""
+    """One record per (variant, condition, seed, attractors): the held-out means, and the
+    run's last training-epoch loss."""
     out = []
     for run in results:
         for attractors, e in run["evaluation"].items():
-            out.append({"condition": run["condition"], "seed": run["seed"],
+            out.append({"variant": run["variant"], "condition": run["condition"],
+                        "seed": run["seed"],
                         "attractors": attractors, "final_train_loss": run["loss"][-1],
                         "accuracy": e["accuracy"],
                         **{f"attention_{m}": float(e["attention"][m].mean())
@@ -336,33 +438,81 @@ def _conditions(records) -> list[str]:
     return [c for c in CONDITIONS if any(r["condition"] == c for r in records)]
 
 
+def _one_variant(items) -> list:
+    """``items`` (records or results), refused where they mix variants: a table or a
+    drawing is of one variant (:func:`of_variant`)."""
+    items = list(items)
+    variants = sorted({x.get("variant", DEFAULT) for x in items})
+    if len(variants) > 1:
+        raise ValueError(f"expected the records of one variant, got {variants}; pick one with "
+                         "of_variant")
+    return items
+
+
 def summary_table(records) -> list[dict]:
     """Per condition, every held-out set together: mean over seeds ± 95% interval."""
+    records = _one_variant(records)
     return [{"condition": c, **{m: interval_text(*records_interval(records, m, condition=c))
                                 for m in SUMMARY_COLUMNS[1:]}} for c in _conditions(records)]
 
 
-ATTRACTOR_COLUMNS = ("attractors", "condition", "accuracy", "attention_rollout",
-                     "gap_to_matched")
+def paired_gap(records, measure: str, condition: str, **match) -> tuple[float, float]:
+    """``condition`` minus matched in ``measure``, seed by seed (each seed's mean over the
+    records that ``match``): mean over seeds and the half-width of the 95% interval of the
+    paired differences."""
+    def per_seed(c):
+        values: dict = {}
+        for r in records:
+            if r["condition"] == c and all(r[k] == v for k, v in match.items()):
+                values.setdefault(r["seed"], []).append(r[measure])
+        return {seed: float(np.mean(v)) for seed, v in values.items()}
+
+    mine, matched = per_seed(condition), per_seed(MATCHED)
+    return seed_interval([mine[seed] - matched[seed] for seed in sorted(mine)])
+
+
+COMPARISON_COLUMNS = ("condition", "accuracy", "accuracy_gap", "attention_rollout",
+                      "attention_gap", "probability", "final_train_loss")
+
+
+def comparison_table(records) -> list[dict]:
+    """Per condition, every held-out set together: accuracy and rollout attention on the
+    subject (mean over seeds ± 95% interval) and each one's gap to the matched runs of the
+    same seeds (the interval from the paired per-seed differences; "-" for matched); the
+    mean probability of the true number, and the last epoch's training loss."""
+    records = _one_variant(records)
+    table = []
+    for c in _conditions(records):
+        row = {"condition": c}
+        for m in COMPARISON_COLUMNS[1:]:
+            if m.endswith("_gap"):
+                measure = m.replace("_gap", "_rollout" if m.startswith("attention") else "")
+                row[m] = "-" if c == MATCHED \
+                    else interval_text(*paired_gap(records, measure, c))
+            else:
+                row[m] = interval_text(*records_interval(records, m, condition=c))
+        table.append(row)
+    return table
+
+
+ATTRACTOR_COLUMNS = ("attractors", "condition", "accuracy", "accuracy_gap",
+                     "attention_rollout", "attention_gap")
 
 
 def attractor_table(records) -> list[dict]:
     """Per attractor count and condition: accuracy and rollout attention on the subject
-    (mean over seeds ± 95% interval), and the attention gap to the matched runs of the same
-    seeds (its interval from the paired per-seed differences; "-" for matched itself)."""
+    (mean over seeds ± 95% interval), and each one's gap to the matched runs of the same
+    seeds (the interval from the paired per-seed differences; "-" for matched itself)."""
+    records = _one_variant(records)
     table = []
     for a in sorted({r["attractors"] for r in records}):
-        pick = {(r["condition"], r["seed"]): r for r in records if r["attractors"] == a}
         for c in _conditions(records):
-            seeds = sorted(s for cond, s in pick if cond == c)
-            gap = [pick[c, s]["attention_rollout"] - pick[MATCHED, s]["attention_rollout"]
-                   for s in seeds]
-            table.append({"attractors": a, "condition": c,
-                          **{m: interval_text(*records_interval(records, m, condition=c,
-                                                                attractors=a))
-                             for m in ("accuracy", "attention_rollout")},
-                          "gap_to_matched": "-" if c == MATCHED
-                          else interval_text(*seed_interval(gap))})
+            table.append({"attractors": a, "condition": c})
+            for m, gap in (("accuracy", "accuracy_gap"), ("attention_rollout", "attention_gap")):
+                table[-1][m] = interval_text(*records_interval(records, m, condition=c,
+                                                               attractors=a))
+                table[-1][gap] = "-" if c == MATCHED \
+                    else interval_text(*paired_gap(records, m, c, attractors=a))
     return table
 
 
@@ -370,18 +520,90 @@ CURVE_COLUMNS = ("condition", "seed", "epoch", "train_loss", "attractors", "accu
 
 
 def curve_rows(results: list[dict]) -> list[dict]:
-    """Per (condition, seed, epoch, attractor count): the epoch's training loss and the
-    held-out accuracy after it."""
+    """Per (condition, seed, epoch, attractor count) of the default variant: the epoch's
+    training loss and the held-out accuracy after it."""
     return [{"condition": run["condition"], "seed": run["seed"], "epoch": epoch + 1,
              "train_loss": run["loss"][epoch], "attractors": attractors,
              "accuracy": float(run["accuracy_by_epoch"][epoch, k])}
-            for run in results for epoch in range(len(run["loss"]))
+            for run in of_variant(results, DEFAULT) for epoch in range(len(run["loss"]))
             for k, attractors in enumerate(sorted(run["evaluation"]))]
+
+
+NEAREST_COLUMNS = ("condition", "seed", "epoch", "nearest_attractor_accuracy",
+                   "other_attractor_accuracy", "nearest_attractor_sentences",
+                   "other_attractor_sentences")
+
+
+def nearest_rows(results: list[dict]) -> list[dict]:
+    """Per (condition, seed, epoch) of the default variant, on the held-out sentences with one
+    attractor: the accuracy where the attractor is the noun nearest the verb and where it is
+    not, and how many sentences each has."""
+    return [{"condition": run["condition"], "seed": run["seed"], "epoch": epoch + 1,
+             "nearest_attractor_accuracy": float(run["nearest_by_epoch"][epoch, 0]),
+             "other_attractor_accuracy": float(run["nearest_by_epoch"][epoch, 1]),
+             "nearest_attractor_sentences": run["nearest_sentences"][0],
+             "other_attractor_sentences": run["nearest_sentences"][1]}
+            for run in of_variant(results, DEFAULT) for epoch in range(len(run["loss"]))]
+
+
+SOLVED_ACCURACY = 0.95  # nearest_noun_table's "solved": this accuracy, mean over seeds
+
+
+def worst_epoch(results: list[dict], condition: str) -> int:
+    """The epoch (from 1) after which ``condition``'s models, mean over seeds, get the
+    fewest held-out sentences right whose modifiers all carry the other number (the first
+    such epoch where several tie)."""
+    return int(np.argmin(_all_attractor_curve(results, condition))) + 1
+
+
+def solved_epoch(results: list[dict], condition: str) -> int | None:
+    """The first epoch after which ``condition``'s models, mean over seeds, get at least
+    :data:`SOLVED_ACCURACY` of the held-out sentences right whose modifiers all carry the
+    other number; None if none."""
+    reached = np.flatnonzero(_all_attractor_curve(results, condition) >= SOLVED_ACCURACY)
+    return int(reached[0]) + 1 if len(reached) else None
+
+
+def _all_attractor_curve(results, condition) -> np.ndarray:
+    return np.mean([run["accuracy_by_epoch"][:, -1] for run in of_variant(results, DEFAULT)
+                    if run["condition"] == condition], 0)
+
+
+def nearest_noun_columns(results: list[dict]) -> tuple[str, ...]:
+    """:func:`nearest_noun_table`'s columns: one accuracy per attractor count."""
+    counts = sorted(of_variant(results, DEFAULT)[0]["evaluation"])
+    return ("condition", "epoch", *(f"attractors_{a}" for a in counts), "one_nearest",
+            "one_elsewhere", "solved")
+
+
+def nearest_noun_table(results: list[dict]) -> list[dict]:
+    """Per condition, after its :func:`worst_epoch`: the held-out accuracy with each number
+    of attractors, and on the sentences with one attractor where it is the noun nearest the
+    verb ("one_nearest") and where it is not ("one_elsewhere"), mean over seeds ± 95%
+    interval; and the condition's :func:`solved_epoch` ("-" if none). A model that
+    followed the nearest noun would fail one_nearest as it fails the sentences with every
+    modifier an attractor; one that followed the number most nouns carry would not."""
+    results = of_variant(results, DEFAULT)
+    counts = sorted(results[0]["evaluation"])
+    table = []
+    for c in [c for c in CONDITIONS if any(run["condition"] == c for run in results)]:
+        runs = [run for run in results if run["condition"] == c]
+        e = worst_epoch(results, c)
+        solved = solved_epoch(results, c)
+        columns = [(f"attractors_{a}", [run["accuracy_by_epoch"][e - 1, k] for run in runs])
+                   for k, a in enumerate(counts)]
+        columns += [("one_nearest", [run["nearest_by_epoch"][e - 1, 0] for run in runs]),
+                    ("one_elsewhere", [run["nearest_by_epoch"][e - 1, 1] for run in runs])]
+        table.append({"condition": c, "epoch": e,
+                      **{name: interval_text(*seed_interval(v)) for name, v in columns},
+                      "solved": "-" if solved is None else solved})
+    return table
 
 
 def heatmaps(results: list[dict], method: str = "rollout") -> dict[str, np.ndarray]:
     """Per condition: the attention-vs-probability heatmap over all held-out sentences of a
-    run (percent), mean over seeds."""
+    run (percent), mean over seeds; of the default variant."""
+    results = of_variant(results, DEFAULT)
     maps = {}
     for c in [c for c in CONDITIONS if any(run["condition"] == c for run in results)]:
         per_seed = []
@@ -405,67 +627,95 @@ def heatmap_cells(maps) -> list[dict]:
 # --- the figure ---------------------------------------------------------------------------
 
 COLORS = {MATCHED: "#440154", FASTER_QK: "#35b779", FASTER_QK_ONLY: "#31688e",
-          ALL_FASTER: "#fde725"}
-MARKERS = {MATCHED: "o", FASTER_QK: "s", FASTER_QK_ONLY: "^", ALL_FASTER: "D"}
+          ALL_FASTER: "#fde725", SLOW_OV: "#e8743b"}
+MARKERS = {MATCHED: "o", FASTER_QK: "s", FASTER_QK_ONLY: "^", ALL_FASTER: "D", SLOW_OV: "v"}
+HEATMAPS_PER_ROW = 3
+
+
+def _against_attractors(axes, records, conditions, attractors, measures):
+    """Lines against the attractor count, one per condition and (axis, measure, style); the
+    accuracy means drawn."""
+    means = []
+    for c in conditions:
+        for ax, measure, style in measures:
+            stats = [records_interval(records, measure, condition=c, attractors=a)
+                     for a in attractors]
+            if measure == "accuracy":
+                means += [m for m, _ in stats]
+            ax.errorbar(attractors, [s[0] for s in stats], yerr=[s[1] for s in stats],
+                        color=COLORS[c], linestyle=style, marker=MARKERS[c], capsize=3,
+                        markeredgecolor="black", markeredgewidth=0.5,
+                        label=None if measure == "sufficiency" else c)
+    for ax in {ax for ax, _, _ in measures}:
+        ax.set_xlabel("attractors in the sentence")
+        ax.set_xticks(attractors)
+    return means
+
+
+def _accuracy_title(title: str, means) -> str:
+    """At the default parameters every condition learns the task: a panel of points at 1
+    says so in its title rather than look like a finding (floored, so the title never
+    rounds a mean up: "0.998", not "1")."""
+    lowest = min(means)
+    return title + (f"\n(every mean {math.floor(lowest * 1000) / 1000:.3f} or more)"
+                    if lowest >= 0.99 else "")
 
 
 def plot(records, maps, results):
-    """Top two rows: accuracy, rollout attention on the subject, and comprehensiveness /
-    sufficiency against the number of attractors (mean over seeds, bars: 95% interval), and
-    held-out accuracy with the most attractors after each epoch. Below them, two a row: one
-    attention-vs-probability heatmap per condition (mean over seeds)."""
+    """The default variant. Top three rows: accuracy, rollout attention on the subject, and
+    comprehensiveness / sufficiency against the number of attractors (mean over seeds, bars:
+    95% interval); after each epoch, held-out accuracy with the most attractors, and on the
+    sentences with one attractor where it is the noun nearest the verb and where it is not.
+    Below them, three a row: one attention-vs-probability heatmap per condition (mean over
+    seeds)."""
+    records, results = _one_variant(records), _one_variant(results)
     attractors = sorted({r["attractors"] for r in records})
     conditions = _conditions(records)
     with house_style():
-        # Two rows of two line panels, then the heatmaps two a row: at the book's width a
+        # Three rows of two line panels, then the heatmaps three a row: at the book's width a
         # row of four heatmaps leaves no room for the numbers in their cells.
-        fig = new_figure(figsize=(COLUMN_WIDTH_IN, 13.0))
-        heat_rows = (len(conditions) + 1) // 2
-        grid = fig.add_gridspec(2 + heat_rows, 2, height_ratios=[1, 1] + [1.05] * heat_rows)
-        axes = [fig.add_subplot(grid[row, col]) for row in (0, 1) for col in (0, 1)]
-        accuracy_means = []
+        heat_rows = -(-len(conditions) // HEATMAPS_PER_ROW)
+        fig = new_figure(figsize=(COLUMN_WIDTH_IN, 3.0 * 3 + 2.5 * heat_rows + 0.5))
+        # Six columns: a line panel spans three, a heatmap two.
+        grid = fig.add_gridspec(3 + heat_rows, 2 * HEATMAPS_PER_ROW,
+                                height_ratios=[1, 1, 1] + [0.95] * heat_rows)
+        axes = [fig.add_subplot(grid[row, 3 * col:3 * col + 3])
+                for row in (0, 1, 2) for col in (0, 1)]
+        accuracy_means = _against_attractors(
+            axes, records, conditions, attractors,
+            ((axes[0], "accuracy", "-"), (axes[1], "attention_rollout", "-"),
+             (axes[2], "comprehensiveness", "-"), (axes[2], "sufficiency", "--")))
+        per_epoch = ((axes[3], lambda run: run["accuracy_by_epoch"][:, -1]),
+                     (axes[4], lambda run: run["nearest_by_epoch"][:, 0]),
+                     (axes[5], lambda run: run["nearest_by_epoch"][:, 1]))
         for c in conditions:
-            for ax, measure, style in ((axes[0], "accuracy", "-"),
-                                       (axes[1], "attention_rollout", "-"),
-                                       (axes[2], "comprehensiveness", "-"),
-                                       (axes[2], "sufficiency", "--")):
-                stats = [records_interval(records, measure, condition=c, attractors=a)
-                         for a in attractors]
-                if measure == "accuracy":
-                    accuracy_means += [m for m, _ in stats]
-                ax.errorbar(attractors, [s[0] for s in stats], yerr=[s[1] for s in stats],
-                            color=COLORS[c], linestyle=style, marker=MARKERS[c], capsize=3,
-                            markeredgecolor="black", markeredgewidth=0.5,
-                            label=None if measure == "sufficiency" else c)
-            curves = np.array([run["accuracy_by_epoch"] for run in results
-                               if run["condition"] == c])  # [seeds, epochs, attractor counts]
-            axes[3].plot(np.arange(1, curves.shape[1] + 1), curves[:, :, -1].mean(0),
-                         color=COLORS[c], marker=MARKERS[c], markersize=4,
-                         markeredgecolor="black", markeredgewidth=0.5, label=c)
-        # At the default parameters every condition learns the task: a panel of points at 1
-        # says so in its title rather than look like a finding.
-        lowest = min(accuracy_means)
-        # Floored, so the title never rounds a mean up ("0.998", not "1").
-        titles = ("(a) held-out accuracy" + (f"\n(every mean {math.floor(lowest * 1000) / 1000:.3f}"
-                                             " or more)" if lowest >= 0.99 else ""),
+            for ax, curve in per_epoch:
+                curves = np.array([curve(run) for run in results if run["condition"] == c])
+                ax.plot(np.arange(1, curves.shape[1] + 1), curves.mean(0),
+                        color=COLORS[c], marker=MARKERS[c], markersize=4,
+                        markeredgecolor="black", markeredgewidth=0.5, label=c)
+        titles = (_accuracy_title("(a) held-out accuracy", accuracy_means),
                   "(b) attention on the subject\n(rollout)",
-                  "(c) comprehensiveness (solid),\nsufficiency (dashed)")
+                  "(c) comprehensiveness (solid),\nsufficiency (dashed)",
+                  f"(d) accuracy, {attractors[-1]} attractors in\n{attractors[-1]} modifiers, per epoch",
+                  "(e) accuracy, 1 attractor: the noun\nnearest the verb, per epoch",
+                  "(f) accuracy, 1 attractor: another\nnoun than the nearest, per epoch")
         for ax, title in zip(axes, titles):
-            ax.set_xlabel("attractors in the sentence")
-            ax.set_xticks(attractors)
             ax.set_title(title)
         axes[0].set_ylim(0.45, 1.02)  # chance is 0.5
         axes[1].set_ylim(0, 1.02)
         fig.legend(*axes[0].get_legend_handles_labels(), loc="outside upper center",
-                   ncols=len(conditions))
-        axes[3].set_ylim(-0.02, 1.02)
-        axes[3].xaxis.set_major_locator(MaxNLocator(integer=True))
-        axes[3].set_xlabel("epoch")
-        axes[3].set_title(f"(d) accuracy with {attractors[-1]} attractors,\nper epoch")
+                   ncols=3)
+        for ax, _ in per_epoch:
+            ax.set_ylim(-0.02, 1.02)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_xlabel("epoch")
         edges = np.linspace(0, 1, HEATMAP_BINS + 1)
         heat_axes = []
+        letters = "ghijklmnop"
         for k, c in enumerate(conditions):
-            ax = fig.add_subplot(grid[2 + k // 2, k % 2])
+            row, col = divmod(k, HEATMAPS_PER_ROW)
+            ax = fig.add_subplot(grid[3 + row, 2 * col:2 * col + 2])
             image = ax.imshow(maps[c], origin="lower", extent=(0, 1, 0, 1), cmap="viridis",
                               vmin=0, vmax=100, aspect="auto")
             for i in range(HEATMAP_BINS):
@@ -476,13 +726,42 @@ def plot(records, maps, results):
             ax.grid(False)
             ax.set_xticks(edges)
             ax.set_yticks(edges)
-            if k >= len(conditions) - 2:
+            if k + HEATMAPS_PER_ROW >= len(conditions):  # nothing below it
                 ax.set_xlabel("attention on subject")
-            if k % 2 == 0:
+            if col == 0:
                 ax.set_ylabel("P(true number)")
             else:
                 ax.set_yticklabels([])
-            ax.set_title(f"({'efgh'[k]}) {c}")
+            ax.set_title(f"({letters[k]}) {c}")
             heat_axes.append(ax)
         fig.colorbar(image, ax=heat_axes, shrink=0.6, label="% of sentences")
+    return fig
+
+
+def plot_rare(records):
+    """The harder variant (:data:`RARE`): held-out accuracy and rollout attention on the
+    subject against the number of attractors, one line per condition (mean over seeds,
+    bars: 95% interval)."""
+    records = _one_variant(records)
+    attractors = sorted({r["attractors"] for r in records})
+    conditions = _conditions(records)
+    if not records:  # a run without the harder variant (rare_attractors False)
+        with house_style():
+            fig = new_figure(figsize=(COLUMN_WIDTH_IN, 1.0))
+            fig.text(0.5, 0.5, "The harder variant was not run (rare_attractors False).",
+                     ha="center", va="center")
+        return fig
+    with house_style():
+        fig = new_figure(figsize=(COLUMN_WIDTH_IN, 3.9))
+        axes = fig.subplots(1, 2)
+        means = _against_attractors(axes, records, conditions, attractors,
+                                    ((axes[0], "accuracy", "-"),
+                                     (axes[1], "attention_rollout", "-")))
+        axes[0].set_title(_accuracy_title("(a) held-out accuracy", means))
+        axes[1].set_title("(b) attention on the subject\n(rollout)")
+        axes[0].set_ylim(-0.02, 1.02)
+        axes[0].axhline(0.5, color="0.5", linewidth=0.8, linestyle=":")
+        axes[1].set_ylim(0, 1.02)
+        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside upper center",
+                   ncols=3)
     return fig

@@ -13,6 +13,10 @@ way when its noun is an attractor. The rationale (the evidence for the label) is
 subject noun's position. Modifiers set the distance between the subject and the verb;
 attractors are placed among them at random.
 
+:func:`nearest_noun_number` reads the number of the noun nearest the verb back from the
+words: where it differs from the subject's, a model that followed the nearest noun would
+be wrong.
+
 The vocabulary is the grammar's words (:data:`VOCABULARY`, a tiny word-level tokenizer:
 one id per word, id 0 the padding), so no tokenizer download is involved. Generation draws
 every choice for all sentences at once from a numpy generator seeded by the caller.
@@ -70,6 +74,28 @@ class Vocabulary:
 
 
 VOCABULARY = Vocabulary()
+
+
+def _noun_number_table() -> torch.Tensor:
+    table = torch.full((len(VOCABULARY),), -1, dtype=torch.long)
+    for singular, plural in NOUNS:
+        table[VOCABULARY.ids[singular]], table[VOCABULARY.ids[plural]] = 0, 1
+    return table
+
+
+NOUN_NUMBER = _noun_number_table()  # per word id: 0 a singular noun, 1 a plural one, -1 no noun
+
+
+def nearest_noun_number(tokens: torch.Tensor) -> torch.Tensor:
+    """Per sentence (a row of word ids, padded with id 0): the number of its last noun, the
+    noun nearest the verb that follows (0 singular, 1 plural); the subject's own in a
+    sentence without modifiers. A row without a noun is refused."""
+    numbers = NOUN_NUMBER[tokens]
+    positions = torch.arange(tokens.shape[1]).expand_as(tokens)
+    last = torch.where(numbers >= 0, positions, -1).max(1).values
+    if (last < 0).any():
+        raise ValueError(f"tokens: row {int((last < 0).nonzero()[0])} holds no noun")
+    return numbers.gather(1, last[:, None]).squeeze(1)
 SLOTS_PER_MODIFIER = 5  # PREP the ADJ NOUN - or - that the NOUN VERB (an absent slot is removed)
 
 

@@ -38,12 +38,14 @@ PROGRESS_INTERVAL_S = 2.0  # the least time between two refreshes of a progress 
 # The learning-rate conditions the language figures compare, spelt once for all of them
 # (they are the "condition" values of the printed and stored tables): every parameter at
 # the base learning rate; W_Q, W_K (and, where the figure says so, the embeddings) at a
-# multiple of it; and language-agreement's two controls, W_Q, W_K alone at the multiple and
-# every parameter at it.
+# multiple of it; and language-agreement's three controls, W_Q, W_K alone at the multiple,
+# every parameter at it, and the QK circuit at the base rate with every other parameter at
+# the base rate divided by the multiple (the ratio of faster QK at matched's QK rate).
 MATCHED = "matched"
 FASTER_QK = "faster QK"
 FASTER_QK_ONLY = "faster QK only"
 ALL_FASTER = "all faster"
+SLOW_OV = "slow OV"
 
 
 @dataclass(frozen=True)
