@@ -27,11 +27,19 @@ from .. import artifacts
 from ..params import FigureParameters, optional_path, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..spec import FigureSpec
-from ..stats import NOT_RESOLVED, interval_text, order_against, paired_verdict, seed_interval
+from ..stats import (
+    EQUIVALENT,
+    HIGHER,
+    NOT_RESOLVED,
+    interval_text,
+    order_against,
+    paired_verdict,
+)
 from ..synthetic import authors
 
 # The files every verdict reads (the pipeline runs these figures first).
 READS = ("paper-fig2/data.csv", "paper-fig2/heatmaps.csv", "paper-fig2/matched-loss.csv",
+         "language-agreement/rare-attractors.csv",
          "fig2-controls/data.csv", "fig2-controls/authors-stop.csv", "paper-fig3/data.csv",
          "paper-fig3/curves.csv", "paper-fig4/data.csv", "theory-reduction/data.csv",
          "theory-rescaling/data.csv", "theory-ratio-sweep/data.csv",
@@ -402,28 +410,30 @@ def bridge(results: Results) -> Evidence:
     return Evidence(SCOPED if not against else NOT_SUPPORTED, text)
 
 
+ACCURACY_MARGIN = 0.01  # "without costing accuracy": not lower by more than one point
+
+
 def language(results: Results) -> Evidence:
-    rows = results.table("language-agreement/data.csv")
-    conditions = list(dict.fromkeys(row["condition"] for row in rows))
-
-    def per_seed(condition, key):
-        seeds = sorted({row["seed"] for row in rows if row["condition"] == condition})
-        return [np.mean([row[key] for row in rows if row["condition"] == condition
-                         and row["seed"] == s]) for s in seeds]
-
-    acc = {c: seed_interval(per_seed(c, "accuracy")) for c in conditions}
-    att = {c: seed_interval(per_seed(c, "attention_rollout")) for c in conditions}
     faster, matched = "faster QK", "matched"
-    diff = seed_interval(np.subtract(per_seed(faster, "attention_rollout"),
-                                     per_seed(matched, "attention_rollout")))
-    acc_diff = seed_interval(np.subtract(per_seed(faster, "accuracy"),
-                                         per_seed(matched, "accuracy")))
-    text = (f"held-out accuracy: {faster} {_iv(*acc[faster])}, {matched} {_iv(*acc[matched])}; "
-            f"attention on the subject: {_iv(*att[faster])} vs {_iv(*att[matched])}, paired "
-            f"difference {_iv(*diff)}")
-    sharper = diff[0] - diff[1] > 0
-    no_cost = acc_diff[0] + acc_diff[1] >= 0
-    return Evidence(SCOPED if sharper and no_cost else NOT_SUPPORTED, text)
+    parts, sharper, no_cost = [], True, True
+    for name, table in (("default", "language-agreement/data.csv"),
+                        ("rare attractors", "language-agreement/rare-attractors.csv")):
+        rows = [row for row in results.table(table) if row["variant"] == name]
+
+        def per_seed(condition, key, rows=rows):
+            seeds = sorted({row["seed"] for row in rows if row["condition"] == condition})
+            return [np.mean([row[key] for row in rows if row["condition"] == condition
+                             and row["seed"] == s]) for s in seeds]
+
+        acc = paired_verdict(np.subtract(per_seed(faster, "accuracy"),
+                                         per_seed(matched, "accuracy")), ACCURACY_MARGIN)
+        att = paired_verdict(np.subtract(per_seed(faster, "attention_rollout"),
+                                         per_seed(matched, "attention_rollout")))
+        no_cost &= acc[0] in (HIGHER, EQUIVALENT) or acc[1] - acc[2] >= -ACCURACY_MARGIN
+        sharper &= att[0] == HIGHER
+        parts.append(f"{name}: held-out accuracy {faster} minus {matched} {_iv(acc[1], acc[2])}, "
+                     f"attention on the subject {_iv(att[1], att[2])} (paired by seed)")
+    return Evidence(SCOPED if sharper and no_cost else NOT_SUPPORTED, "; ".join(parts))
 
 
 def real_data(results: Results) -> Evidence:
@@ -515,9 +525,10 @@ CLAIMS = (
           "as the reduced model predicts.", "Fig. 2 row 1 at held-out loss 0.02", SCOPED,
           bridge),
     Claim("language-agreement", "companion", "language-agreement",
-          "Faster QK learning puts more attention on the subject without costing accuracy.",
-          "the companion's synthetic agreement task, 1 layer, AdamW, 5 seeds", SCOPED,
-          language),
+          "Faster QK learning puts more attention on the subject without costing accuracy "
+          "(held-out accuracy not lower by more than one point).",
+          "the companion's synthetic agreement task, 1 layer, AdamW, 5 seeds; trained with "
+          "attractors common and with them rare", SCOPED, language),
     Claim("language-real-data", "paper", "language-hatexplain",
           "On HateXplain, subject-verb agreement and SQuAD, faster QK learning attends more "
           "to human or structural rationales at comparable performance.",

@@ -121,7 +121,7 @@ class Parameters(FigureParameters):
     seeds: list = parameter(list(SEEDS), seed_list)  # one run per control and seed
     epochs_scale: float = parameter(1.0, number, above=0, at_most=1)  # of the epochs
     qk_rates: list = parameter([0.02, 0.03, 0.04, 0.1], _rates)  # CACO sweep, OV rate 0.01
-    matched_losses: list = parameter([1.0, 0.3, 0.1, 0.03, 0.01], _losses)  # compare here
+    matched_losses: list = parameter([1.0, 0.3, 0.1, 0.03, 0.01, 0.003], _losses)  # compare here
     eval_batches: int = parameter(200, integer, minimum=1, maximum=10_000)  # heatmap set
     trajectory_batches: int = parameter(16, integer, minimum=1, maximum=1_000)  # as paper-fig2
     fig2_summary: str | None = parameter(None, optional_path)  # paper-fig2's summary.json
