@@ -75,3 +75,29 @@ def test_a_verdict_follows_the_numbers():
 def test_a_missing_figure_is_named():
     with pytest.raises(FileNotFoundError, match="run the figure paper-fig4 first"):
         L.Results("/nonexistent").table("paper-fig4/data.csv")
+
+
+def test_the_verdict_rules_of_the_figures():
+    from qkov.figures import fig2_controls, theory_shortcut
+
+    def point(r, values):
+        return {"r": r, "seeds": [1, 2, 3], "values": values, "mean": sum(values) / 3,
+                "ci95": 0.01}
+
+    rising = [point(1, [0.4, 0.41, 0.42]), point(10, [0.5, 0.52, 0.51]),
+              point(100, [0.9, 0.91, 0.92])]
+    assert theory_shortcut.rises(rising)["rises"]
+    falling = [*rising[:2], point(100, [0.1, 0.11, 0.12])]
+    assert theory_shortcut.rises(falling) == {"verdict": "falls at r = 100", "rises": False,
+                                              "first_failure": 100}
+    assert theory_shortcut.rises(rising[:1])["verdict"] == "not testable"
+    # below uniform attention from a ratio on: only if every larger ratio stays below
+    assert theory_shortcut.below_uniform_from(falling, 0.35) == 100
+    dip = [point(1, [0.2, 0.2, 0.2]), point(10, [0.5, 0.5, 0.5]), point(100, [0.1, 0.1, 0.1])]
+    assert theory_shortcut.below_uniform_from(dip, 0.35) == 100
+    assert theory_shortcut.below_uniform_from(rising, 0.35) is None
+    # a row-2 panel against its control: sharper beyond the margin, a tie within it
+    assert fig2_controls.compare([0.6, 0.61, 0.62], [0.35, 0.35, 0.35])["verdict"] == "sharper"
+    assert fig2_controls.compare([0.35001, 0.35002, 0.35001],
+                                 [0.35, 0.35, 0.35])["verdict"] == "tie"
+    assert fig2_controls.compare(None, [0.35])["verdict"] == "not reached"

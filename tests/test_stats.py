@@ -71,3 +71,37 @@ def test_a_spread_at_float32_rounding_prints_as_zero():
     2e-7 or 7.6e-8 on a loss of 3.912) print one entry, not fixed against e-notation."""
     assert stats.interval_text(3.912, 2.0e-7) == stats.interval_text(3.912, 7.6e-8) == "3.912 ± 0"
     assert stats.interval_text(3.912, 1.2e-5) == "3.912 ± 0.000012"  # a spread, kept
+
+
+def test_paired_verdict_reads_the_interval_against_the_margin():
+    from qkov.stats import EQUIVALENT, HIGHER, LOWER, NOT_RESOLVED, paired_verdict
+
+    assert paired_verdict([0.30, 0.32, 0.31, 0.29, 0.33])[0] == HIGHER
+    assert paired_verdict([-0.30, -0.32, -0.31, -0.29, -0.33])[0] == LOWER
+    assert paired_verdict([0.1, -0.1, 0.05, -0.05, 0.0])[0] == NOT_RESOLVED
+    # a sure but tiny difference: higher without a margin, equivalent within one
+    tiny = [2.1e-5, 2.3e-5, 2.2e-5, 2.4e-5, 2.0e-5]
+    assert paired_verdict(tiny)[0] == HIGHER
+    assert paired_verdict(tiny, 0.01)[0] == EQUIVALENT
+    # above zero but not beyond the margin: not resolved (0.0107 +- 0.0025, fig2-controls)
+    near = [0.0107, 0.0095, 0.0120, 0.0110, 0.0103]
+    assert paired_verdict(near, 0.01)[0] == NOT_RESOLVED
+    assert paired_verdict([0.5], 0.01)[0] == NOT_RESOLVED  # one seed: no interval
+
+
+def test_order_against_needs_the_intervals_to_part():
+    from qkov.stats import order_against
+
+    predicted = {"a": 3.0, "b": 2.0, "c": 1.0}
+    assert order_against(predicted, {"a": (3, 0.1), "b": (2, 0.1), "c": (1, 0.1)}) == ([], [])
+    against, unresolved = order_against(predicted, {"a": (1, 0.1), "b": (2, 0.1),
+                                                    "c": (2.05, 0.1)})
+    assert against == ["a > b", "a > c"] and unresolved == ["b > c"]
+
+
+def test_range_text_is_the_median_and_the_range_of_a_position():
+    from qkov.stats import range_text
+
+    assert range_text([1101, 1101, 1001, 1101, 1101]) == "1101 (1001-1101)"
+    assert range_text([500, 500]) == "500"
+    assert range_text([0, 0, 0, 0, 500]) == "0 (0-500)"  # not "100 ± 280"

@@ -292,8 +292,18 @@ def comparison_rows(p: Parameters, runs: Runs) -> list[dict]:
     return rows
 
 
-def _text(mean, half) -> str:
-    return "-" if mean is None else interval_text(mean, half, 3)
+# A difference whose whole interval lies within this is float32 rounding between two runs
+# that both still attend uniformly (~1e-5 at most): its digits differ between machines, so
+# it is printed as such (its verdict, "tie", does not depend on them).
+ROUNDING_DIFFERENCE = 1e-4
+
+
+def _text(mean, half, difference: bool = False) -> str:
+    if mean is None:
+        return "-"
+    if difference and abs(mean) + half < ROUNDING_DIFFERENCE and mean != 0:
+        return f"|d| < {ROUNDING_DIFFERENCE:g}"
+    return interval_text(mean, half, 3)
 
 
 def comparison_table(rows: list[dict]) -> list[dict]:
@@ -301,7 +311,7 @@ def comparison_table(rows: list[dict]) -> list[dict]:
     return [{"panel": row["panel"], "control": row["control"], "loss": f"{row['loss']:g}",
              "panel_attention": _text(row["panel_mean"], row["panel_ci95"]),
              "control_attention": _text(row["control_mean"], row["control_ci95"]),
-             "difference": _text(row["difference"], row["difference_ci95"]),
+             "difference": _text(row["difference"], row["difference_ci95"], difference=True),
              "verdict": row["verdict"]}
             for row in rows if row["panel"] in dict(PAIRS)]
 
