@@ -83,14 +83,15 @@ def test_snakemake_reruns_a_figure_when_the_library_changes(run_tool, tmp_path):
     # A module only the real-data figures import (they have no rule) re-runs nothing.
     os.utime(work / "lib" / "qkov" / "language" / "data.py", (later + 5, later + 5))
     assert "Nothing to be done" in dry_run(run_tool, work)
-    # Editing a module re-runs the figures that import it, directly or not, and only those:
-    # Fig. 4 and the theory chapter use qkov.theory.reduced, Figs. 2 and 3 do not.
+    # Editing a module re-runs the figures that import it, directly or not, and only those,
+    # and the figures that read their files: Fig. 4 and the theory chapter use
+    # qkov.theory.reduced, Figs. 2 and 3 do not; the claims ledger reads the theory's files.
     os.utime(work / "lib" / "qkov" / "theory" / "reduced.py", (later + 5, later + 5))
     plan = dry_run(run_tool, work)
     assert "Updated input files: lib/qkov/theory/reduced.py" in plan
     planned = set(re.findall(r"^rule (\w+):", plan, flags=re.MULTILINE))
     assert planned == {"all", "paper_fig4", "theory_reduction", "theory_rescaling",
-                       "theory_ratio_sweep"}, plan
+                       "theory_ratio_sweep", "claims_ledger"}, plan
 
 
 def test_each_figure_rule_is_made_from_its_spec(run_tool):

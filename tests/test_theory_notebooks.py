@@ -154,8 +154,8 @@ def test_a_smaller_ov_rate_gets_proportionally_more_epochs():
 def test_distinct_turning_points():
     rows = [{"r": r, "task_distinct_mean": a} for r, a in
             [(0.1, 0.36), (1, 0.45), (3, 0.5), (10, 0.2), (30, 0.05)]]
-    assert theory_ratio_sweep.distinct_turning_points(rows) == (3, 10)
-    assert theory_ratio_sweep.distinct_turning_points(rows[:3]) == (3, None)
+    assert theory_ratio_sweep.distinct_turning_points(rows, 64) == (3, 10)
+    assert theory_ratio_sweep.distinct_turning_points(rows[:3], 64) == (3, None)
 
 
 REDUCTION = {"m": 5, "n": 50, "b": 50.0, "M": 20, "eta_ov": 1.0, "ratios": [1], "target_loss": 0.01,

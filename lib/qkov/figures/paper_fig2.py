@@ -380,9 +380,13 @@ def authors_separability(summaries: list[PanelSummary]) -> list[dict]:
         s = by_key[panel]
         means = [float(np.nanmean(x)) for x in s.separabilities]
         mine = s.seeds.index(1234) if 1234 in s.seeds else None
+        unresolved = f"< {SEPARABILITY_FLOOR:g}"  # rounding's sign, as in diagnostics()
         rows.append({"panel": panel, "authors_seed_1234": f"{theirs:.4f}",
-                     "companion_mean": interval_text(*seed_interval(means), 3),
-                     "companion_seed_1234": "-" if mine is None else f"{means[mine]:.4f}"})
+                     "companion_mean": unresolved if all(abs(m) < SEPARABILITY_FLOOR
+                                                         for m in means)
+                     else interval_text(*seed_interval(means), 3),
+                     "companion_seed_1234": "-" if mine is None else unresolved
+                     if abs(means[mine]) < SEPARABILITY_FLOOR else f"{means[mine]:.4f}"})
     return rows
 
 
@@ -395,8 +399,9 @@ CONSERVED_FLOOR = 1e-9  # a balanced pair of 1e-6 I factors: float32 rounding of
 
 
 def _conserved_text(value: float) -> str:
-    """Below CONSERVED_FLOOR rounding, shown as such; below DRIFT_FLOOR float32 rounding
-    accumulated over the run (one digit, as the drift); above it three digits."""
+    """Below CONSERVED_FLOOR rounding, shown as such (the stored values sit far from it:
+    1e-20 to 1e-10, or 2e-6 and above); below DRIFT_FLOOR float32 rounding accumulated over
+    the run (one digit, as the drift); above it three digits."""
     if abs(value) < CONSERVED_FLOOR:
         return f"< {CONSERVED_FLOOR:g}" if value else "0"
     return f"{value:.1g}" if abs(value) < DRIFT_FLOOR else f"{value:.3g}"
