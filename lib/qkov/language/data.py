@@ -199,6 +199,10 @@ class AgreementExample:
     verb_index: int  # 0-based position of the verb: len(words), where the model reads out
     n_intervening: int  # nouns between subject and verb
     n_diff_intervening: int  # of those, nouns of the other number (attractors)
+    document: str | None = None  # the text it comes from, where the file says (``document``)
+
+
+SPLITS_BY = ("example", "document")  # load_agreement's split: Linzen et al.'s, or by text
 
 
 @dataclass(frozen=True)
@@ -244,14 +248,20 @@ def agreement_example(path, line: int, row: dict[str, str]) -> AgreementExample:
     if n_diff > n_intervening:
         raise DataError(path, where, f"column 'n_diff_intervening': expected at most "
                                      f"n_intervening ({n_intervening}), got {n_diff}")
+    document = row.get("document")
+    if document is not None and not document:
+        raise DataError(path, where, "column 'document': expected the name of the text, got ''")
     return AgreementExample(line, sentence[:verb - 1], AGREEMENT_LABELS.index(verb_pos),
-                            subj - 1, verb - 1, n_intervening, n_diff)
+                            subj - 1, verb - 1, n_intervening, n_diff, document)
 
 
 def load_agreement(path: str | Path, train_fraction: float = 0.1, seed: int = 1234,
-                   limit: int | None = None) -> AgreementData:
+                   limit: int | None = None, split_by: str = "example") -> AgreementData:
     """The agreement TSV (``agr_50_mostcommon_10K.tsv``), checked, split at random (seeded)
     into ``train_fraction`` for training (Linzen et al.: 10%) and the rest for testing.
+    ``split_by="document"`` splits the file's texts (its ``document`` column) instead of
+    its examples, so that no test sentence comes from a text seen in training; the
+    fraction is then of the texts.
 
     The task is theirs ("predict the verb's number"): the input is ``sentence`` up to the
     verb, the label ``verb_pos``. ``limit``: read only the first ``limit`` examples (tests,
@@ -263,6 +273,8 @@ def load_agreement(path: str | Path, train_fraction: float = 0.1, seed: int = 12
         raise DataError(path, None, "no such file")
     if not 0 < train_fraction < 1:
         raise ValueError(f"train_fraction: expected a number in (0, 1), got {train_fraction!r}")
+    if split_by not in SPLITS_BY:
+        raise ValueError(f"split_by: expected one of {', '.join(SPLITS_BY)}, got {split_by!r}")
     examples = []
     with path.open(encoding="utf-8", newline="") as handle:
         reader = csv.reader(handle, delimiter="\t")
@@ -272,6 +284,8 @@ def load_agreement(path: str | Path, train_fraction: float = 0.1, seed: int = 12
             if header is None:
                 raise DataError(path, "line 1", "expected a header row, the file is empty")
             missing = [name for name in AGREEMENT_COLUMNS if name not in header]
+            if split_by == "document" and "document" not in header:
+                missing.append("document (split_by='document')")
             if missing:
                 raise DataError(path, "line 1 (header)",
                                 f"missing column(s) {', '.join(missing)}")
@@ -295,6 +309,16 @@ def load_agreement(path: str | Path, train_fraction: float = 0.1, seed: int = 12
                                                        f"Python's csv writes it: {err}") from None
     if len(examples) < 2:
         raise DataError(path, None, f"expected at least 2 examples, got {len(examples)}")
+    if split_by == "document":
+        documents = sorted({e.document for e in examples})
+        if len(documents) < 2:
+            raise DataError(path, None, f"split_by='document': expected at least 2 texts in "
+                                        f"column 'document', got {len(documents)}")
+        random.Random(seed).shuffle(documents)
+        n_train = min(max(1, round(train_fraction * len(documents))), len(documents) - 1)
+        training = set(documents[:n_train])
+        return AgreementData([e for e in examples if e.document in training],
+                             [e for e in examples if e.document not in training])
     order = list(range(len(examples)))
     random.Random(seed).shuffle(order)
     n_train = min(max(1, round(train_fraction * len(examples))), len(examples) - 1)

@@ -167,7 +167,7 @@ def evaluate_classifier(model: Decoder, data: TokenBatch, fraction: float = ERAS
 
     parts: dict[str, list] = {}
     for chunk in data.batches(batch_size):
-        chunk = chunk.to(device)
+        chunk = chunk.trimmed().to(device)  # padding no row of the chunk needs: not computed
         out = model(chunk.tokens, chunk.attention_mask, readout="first_pad")
         probs = torch.softmax(out.logits, -1)
         rows = torch.arange(len(chunk), device=device)

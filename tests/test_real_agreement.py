@@ -1,0 +1,100 @@
+"""real-agreement: the agreement experiment on sentences parsed from the State of the Union
+addresses (qkov.figures.real_agreement). The notebook itself runs under nbval; these check
+its steps on small slices of the built corpus (``make data``; skipped, saying so, without
+it) and on a file of one's own."""
+
+import csv
+
+import numpy as np
+import pytest
+
+from qkov.figures import real_agreement
+from qkov.language import corpus, sources
+from qkov.params import ParameterError
+
+SMALL = {"seeds": [1, 2], "conditions": ["matched", "faster QK"], "epochs": 1, "workers": 1,
+         "progress": False, "example_limit": 1500}
+
+
+@pytest.fixture(scope="module")
+def built():
+    try:
+        return corpus.corpus_path()
+    except sources.SourceError as err:
+        pytest.skip(f"the corpus is not built ({err}); `make data` builds it")
+
+
+def test_without_the_corpus_the_run_says_what_to_run(tmp_path, monkeypatch):
+    monkeypatch.setenv(sources.DATA_DIR_ENV, str(tmp_path))
+    p = real_agreement.Parameters(**SMALL)
+    with pytest.raises(sources.SourceError, match=r"not built .*python -m qkov_tools data"):
+        real_agreement.prepare(p)
+
+
+def test_bad_parameters_are_named():
+    with pytest.raises(ParameterError, match="split_by"):
+        real_agreement.Parameters(split_by="address")
+    with pytest.raises(ParameterError, match="conditions"):
+        real_agreement.Parameters(conditions=["faster QK"])
+    with pytest.raises(ParameterError, match="n_heads"):
+        real_agreement.Parameters(d_model=30, n_heads=4)
+    with pytest.raises(ParameterError, match="agreement_tsv.*does not exist"):
+        real_agreement.Parameters(agreement_tsv="/no/such/file.tsv")
+
+
+def test_the_split_holds_out_whole_addresses(built):
+    prepared = real_agreement.prepare(real_agreement.Parameters(**SMALL))
+    train = {e.document for e in prepared.data.train}
+    test = {e.document for e in prepared.data.test}
+    assert train and test and not train & test
+    counts = {row["split"]: row for row in real_agreement.count_rows(prepared)}
+    assert counts["train"]["examples"] == len(prepared.train)
+    assert counts["test"]["examples"] == len(prepared.test)
+    assert sum(counts["test"][c] for c in real_agreement.COUNT_COLUMNS[3:-1]) == len(prepared.test)
+    lines = real_agreement.source_lines(prepared)
+    assert any("State of the Union" in line for line in lines)
+    assert not any(str(built.parent) in line for line in lines)  # no machine's path
+
+
+def test_a_small_run_measures_every_condition_and_attractor_count(built):
+    p = real_agreement.Parameters(**SMALL)
+    prepared = real_agreement.prepare(p)
+    results = real_agreement.train(p, prepared)
+    records = real_agreement.rows(results)
+    assert {(r["condition"], r["seed"]) for r in records} == \
+        {(c, s) for c in SMALL["conditions"] for s in SMALL["seeds"]}
+    present = sorted(set(prepared.test_attractors.tolist()))
+    assert sorted({r["attractors"] for r in records}) == present
+    for r in records:
+        assert 0 <= r["accuracy"] <= 1 and 0 <= r["attention_rollout"] <= 1
+    # both conditions start from the same weights and see the same batches: at the same
+    # rates they would agree, so a difference is the rates'
+    a, b = (next(run for run in results if run["condition"] == c and run["seed"] == 1)
+            for c in SMALL["conditions"])
+    assert a["loss"] != b["loss"]
+    glued = real_agreement.glued(p, prepared, results, records)
+    assert glued["ra_n_seeds"] == "2" and "ra_attention_gap_faster_QK" in glued
+    rows = real_agreement.corpus_rows(prepared)
+    assert rows[0]["item"] == "agreement TSV sha256" and len(rows[0]["value"]) == 64
+
+
+def test_a_file_of_ones_own_runs_split_by_example(tmp_path):
+    path = tmp_path / "agr.tsv"
+    header = ["sentence", "orig_sentence", "subj", "verb", "subj_pos", "verb_pos", "subj_index",
+              "verb_index", "n_intervening", "n_diff_intervening"]
+    rng = np.random.default_rng(0)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle, delimiter="\t")
+        writer.writerow(header)
+        for _ in range(200):
+            plural = bool(rng.integers(2))
+            noun, verb = ("dogs", "run") if plural else ("dog", "runs")
+            words = f"the {noun} near the cat {verb}"
+            writer.writerow([words, words, noun, verb, "NNS" if plural else "NN",
+                             "VBP" if plural else "VBZ", 2, 6, 1, int(plural)])
+    p = real_agreement.Parameters(**dict(SMALL, example_limit=None), agreement_tsv=str(path),
+                                  split_by="example", train_fraction=0.5)
+    prepared = real_agreement.prepare(p)
+    assert len(prepared.train) == 100 and len(prepared.test) == 100
+    assert real_agreement.source_lines(prepared)[0].startswith("agreement TSV: agr.tsv")
+    assert real_agreement.p_is_built(prepared.path) is False
