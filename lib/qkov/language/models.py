@@ -4,7 +4,8 @@ Each layer's attention keeps ``W_Q``, ``W_K``, ``W_V`` and ``W_O`` as separate p
 (one [heads, d_model, d_head] tensor each, ``W_O`` [heads, d_head, d_model]), so the query-key
 circuit can be given its own learning rate: :func:`parameter_groups` puts ``W_Q`` and ``W_K``
 at ``qk_multiplier`` times the base learning rate and the token and position embeddings at
-``embedding_multiplier`` times it (the paper's faster-QK runs raise both), everything else at
+``embedding_multiplier`` times it (both together: the authors' HateXplain notebook raises the
+token embedding alone, at 30x, and keeps the position embedding at 1x), everything else at
 the base rate. :func:`make_optimizer` and :func:`make_schedule` build AdamW or SGD with
 momentum on those groups and a warmup + cosine / one-cycle / constant schedule that scales
 every group by the same factor, so the multipliers hold throughout training.
