@@ -74,6 +74,12 @@ def test_a_small_run_measures_every_condition_and_attractor_count(built):
     assert a["loss"] != b["loss"]
     glued = real_agreement.glued(p, prepared, results, records)
     assert glued["ra_n_seeds"] == "2" and "ra_attention_gap_faster_QK" in glued
+    baseline = real_agreement.baseline_rows(prepared)
+    assert sum(row["test_examples"] for row in baseline) == len(prepared.test)
+    assert all(0.5 <= float(row["majority_accuracy"]) <= 1 for row in baseline)
+    left_out, shared = real_agreement.split_lines(prepared)
+    assert left_out.startswith(f"left out: {prepared.too_long:,} examples")
+    assert shared.startswith("test prefixes also in training")
     rows = real_agreement.corpus_rows(prepared)
     assert rows[0]["item"] == "agreement TSV sha256" and len(rows[0]["value"]) == 64
 
@@ -98,3 +104,4 @@ def test_a_file_of_ones_own_runs_split_by_example(tmp_path):
     assert len(prepared.train) == 100 and len(prepared.test) == 100
     assert real_agreement.source_lines(prepared)[0].startswith("agreement TSV: agr.tsv")
     assert real_agreement.p_is_built(prepared.path) is False
+    assert {row["addresses"] for row in real_agreement.count_rows(prepared)} == {"-"}  # no column

