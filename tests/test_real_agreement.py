@@ -105,3 +105,14 @@ def test_a_file_of_ones_own_runs_split_by_example(tmp_path):
     assert real_agreement.source_lines(prepared)[0].startswith("agreement TSV: agr.tsv")
     assert real_agreement.p_is_built(prepared.path) is False
     assert {row["addresses"] for row in real_agreement.count_rows(prepared)} == {"-"}  # no column
+
+
+def test_language_sva_reads_the_built_corpus_unchanged(built):
+    """The corpus is written in the agreement TSV's format: the paper's pipeline
+    (language-sva) loads, splits and encodes it as it would Linzen et al.'s file."""
+    from qkov.figures import language_sva
+
+    p = language_sva.Parameters(agreement_tsv=str(built), example_limit=800, train_fraction=0.5)
+    prepared = language_sva.prepare(p)
+    assert len(prepared.train) + len(prepared.test) + prepared.too_long == 800
+    assert "test examples by attractors" in language_sva.describe(prepared)
