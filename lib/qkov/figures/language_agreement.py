@@ -35,14 +35,12 @@ tables, :func:`plot` and :func:`plot_rare` the drawings.
 from __future__ import annotations
 
 import math
-import multiprocessing
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from matplotlib.ticker import MaxNLocator
 
-from .. import pinned_threads
 from ..language import agreement
 from ..language.comparison import (  # noqa: F401  (the notebook and tests read them from here)
     ATTRACTOR_COLUMNS,
@@ -50,6 +48,7 @@ from ..language.comparison import (  # noqa: F401  (the notebook and tests read 
     COMPARISON_COLUMNS,
     CONDITIONS,
     DEFAULT,
+    DTYPES,
     HEATMAP_BINS,
     HEATMAPS_PER_ROW,
     MARKERS,
@@ -58,15 +57,20 @@ from ..language.comparison import (  # noqa: F401  (the notebook and tests read 
     SUMMARY_COLUMNS,
     accuracy_title,
     against_attractors,
+    agreement_setup,
     attractor_table,
+    bar_position,
+    check_model_parameters,
     comparison_table,
     condition_list,
     condition_setup,
     conditions_in,
     draw_heatmaps,
+    dtype_name,
     heatmap_cells,
     heatmaps,
     of_variant,
+    on_pinned_threads,
     one_variant,
     paired_gap,
     rows,
@@ -127,7 +131,6 @@ SPEC = FigureSpec(id="language-agreement", reproduces=None, page="book/language"
 RARE = "rare attractors"
 VARIANTS = (DEFAULT, RARE)
 
-DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 # Size bounds: far above the paper-scale defaults, below what fills a laptop's memory before
 # the first step (the weights and AdamW state of MAX_LAYERS layers of width MAX_D_MODEL in
@@ -151,12 +154,6 @@ MAX_ATTENTION_GB = 8.0
 TRAIN_PASSES = 3
 STEP_PASSES = 60
 FINAL_PASSES = 4
-
-
-def dtype_name(name: str, value) -> str:
-    if value not in DTYPES:
-        raise ParameterError(name, f"expected one of {list(DTYPES)}, got {value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -192,12 +189,7 @@ class Parameters(FigureParameters):
     artifacts_dir: str | None = parameter(None, optional_path)
 
     def check(self):
-        if self.eraser_fraction > 1:
-            raise ParameterError("eraser_fraction", f"expected a share in (0, 1], got "
-                                 f"{self.eraser_fraction:g}")
-        if self.d_model % self.n_heads:
-            raise ParameterError("n_heads", f"expected a divisor of d_model={self.d_model}, "
-                                 f"got {self.n_heads}")
+        check_model_parameters(self)
         most = max(self.train_sentences, self.rare_train_sentences if self.rare_attractors else 0)
         for n, what in ((self.test_sentences, "test_sentences (a held-out set is one batch)"),
                         (min(self.batch_size, most), "batch_size")):
@@ -267,9 +259,7 @@ def model_config(p: Parameters) -> DecoderConfig:
 def setup(p: Parameters, condition: str, seed: int) -> TrainingSetup:
     """The condition's learning rates: the base rate times 1, ``qk_multiplier`` or its
     inverse per circuit, as :data:`CONDITIONS` says."""
-    return condition_setup(condition, p.lr, p.qk_multiplier, optimizer="adamw",
-                           epochs=p.epochs, batch_size=p.batch_size, schedule="cosine",
-                           warmup_fraction=0.1, grad_clip=1.0, seed=seed)
+    return agreement_setup(p, condition, seed)
 
 
 def held_out_sets(p: Parameters, seed: int) -> dict[int, agreement.AgreementData]:
@@ -316,20 +306,7 @@ def train_one(p: Parameters, condition: str, seed: int, variant: str = DEFAULT) 
     """Train one model and measure it on every held-out set, on the pinned number of torch
     threads as in a worker process (the float rounding of a run then does not depend on
     where it ran)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(pinned_threads())
-    try:
-        return _train_one(p, condition, seed, variant)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def bar_position(workers: int) -> int:
-    """The progress bar's line: this worker's own among the ``workers`` processes of the
-    pool that runs it (a pool's processes are numbered one after another), 0 in the main
-    process."""
-    identity = multiprocessing.current_process()._identity
-    return (identity[0] - 1) % workers if identity else 0
+    return on_pinned_threads(_train_one, p, condition, seed, variant)
 
 
 def training_sentences(p: Parameters, seed: int, variant: str) -> agreement.AgreementData:

@@ -22,7 +22,6 @@ reader with Linzen et al.'s own file passes it as ``agreement_tsv`` with ``split
 from __future__ import annotations
 
 import math
-import multiprocessing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,21 +29,25 @@ import numpy as np
 import torch
 from matplotlib.ticker import MaxNLocator
 
-from .. import pinned_threads
 from ..language import comparison, corpus, pipelines
 from ..language.comparison import (
     ATTRACTOR_COLUMNS,
     COLORS,
     COMPARISON_COLUMNS,
+    DTYPES,
     HEATMAPS_PER_ROW,
     MARKERS,
     SUMMARY_COLUMNS,
+    agreement_setup,
     attractor_table,
+    bar_position,
+    check_model_parameters,
     comparison_table,
     condition_list,
-    condition_setup,
+    dtype_name,
     heatmap_cells,
     heatmaps,
+    on_pinned_threads,
     rows,
     summary_table,
 )
@@ -83,7 +86,6 @@ SPEC = FigureSpec(id="real-agreement", reproduces=None, page="book/real-text",
                        "each cell its percentage."))
 
 MAX_ATTRACTORS = 3  # attractor counts shown separately; more are pooled with 3
-DTYPES = {"float64": torch.float64, "float32": torch.float32}
 # Work, in passes of one example through the default model: a training example is a
 # forward and a backward pass (about 3), each optimizer step adds a fixed cost (as long as
 # STEP_PASSES examples at the default size), the test set is measured after every epoch (one
@@ -91,12 +93,6 @@ DTYPES = {"float64": torch.float64, "float32": torch.float32}
 TRAIN_PASSES = 3
 STEP_PASSES = 60
 FINAL_PASSES = 4
-
-
-def dtype_name(name: str, value) -> str:
-    if value not in DTYPES:
-        raise ParameterError(name, f"expected one of {list(DTYPES)}, got {value!r}")
-    return value
 
 
 def split_name(name: str, value) -> str:
@@ -133,12 +129,7 @@ class Parameters(FigureParameters):
     artifacts_dir: str | None = parameter(None, optional_path)
 
     def check(self):
-        if self.eraser_fraction > 1:
-            raise ParameterError("eraser_fraction", f"expected a share in (0, 1], got "
-                                 f"{self.eraser_fraction:g}")
-        if self.d_model % self.n_heads:
-            raise ParameterError("n_heads", f"expected a divisor of d_model={self.d_model}, "
-                                 f"got {self.n_heads}")
+        check_model_parameters(self)
         pipelines.check_data_path("agreement_tsv", self.agreement_tsv, "agreement")
 
     def work(self) -> Work:
@@ -344,25 +335,15 @@ def baseline_rows(prepared: Prepared) -> list[dict]:
 
 
 def setup(p: Parameters, condition: str, seed: int):
-    return condition_setup(condition, p.lr, p.qk_multiplier, optimizer="adamw",
-                           epochs=p.epochs, batch_size=p.batch_size, schedule="cosine",
-                           warmup_fraction=0.1, grad_clip=1.0, seed=seed, trim_padding=True)
-
-
-def bar_position(workers: int) -> int:
-    identity = multiprocessing.current_process()._identity
-    return (identity[0] - 1) % workers if identity else 0
+    """language-agreement's training (:func:`~qkov.language.comparison.agreement_setup`),
+    each batch cut to its longest prefix (the lengths of real sentences vary widely)."""
+    return agreement_setup(p, condition, seed, trim_padding=True)
 
 
 def train_one(p: Parameters, prepared: Prepared, condition: str, seed: int) -> dict:
     """Train one model and measure it, on the pinned number of torch threads as in a worker
     process (the rounding of a run then does not depend on where it ran)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(pinned_threads())
-    try:
-        return _train_one(p, prepared, condition, seed)
-    finally:
-        torch.set_num_threads(threads)
+    return on_pinned_threads(_train_one, p, prepared, condition, seed)
 
 
 def _train_one(p: Parameters, prepared: Prepared, condition: str, seed: int) -> dict:

@@ -13,9 +13,12 @@ into *records*, one per (variant, condition, seed, attractors).
 from __future__ import annotations
 
 import math
+import multiprocessing
 
 import numpy as np
+import torch
 
+from .. import pinned_threads
 from ..params import ParameterError
 from ..stats import interval_text, records_interval, seed_interval
 from .metrics import ATTENTION_METHODS, attention_probability_heatmap
@@ -50,6 +53,55 @@ def condition_setup(condition: str, lr: float, qk_multiplier: float, **training)
     return TrainingSetup(lr=lr * other, qk_multiplier=qk / other,
                          embedding_multiplier=embedding / other, **training)
 
+
+
+def agreement_setup(p, condition: str, seed: int, **extra) -> TrainingSetup:
+    """The training both agreement figures give a condition: AdamW at ``p.lr`` times the
+    condition's multiples (:func:`condition_setup`), ``p.epochs`` epochs of ``p.batch_size``,
+    a cosine schedule with 10% warm-up, clipping at 1.0; ``extra``: the rest of the setup."""
+    return condition_setup(condition, p.lr, p.qk_multiplier, optimizer="adamw",
+                           epochs=p.epochs, batch_size=p.batch_size, schedule="cosine",
+                           warmup_fraction=0.1, grad_clip=1.0, seed=seed, **extra)
+
+
+# The floating-point types the agreement figures train in (their ``dtype`` parameter).
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+def dtype_name(name: str, value) -> str:
+    if value not in DTYPES:
+        raise ParameterError(name, f"expected one of {list(DTYPES)}, got {value!r}")
+    return value
+
+
+def check_model_parameters(p) -> None:
+    """The checks of an agreement figure's parameters that its model needs: an ERASER share
+    in (0, 1] and heads that divide the width."""
+    if p.eraser_fraction > 1:
+        raise ParameterError("eraser_fraction", f"expected a share in (0, 1], got "
+                             f"{p.eraser_fraction:g}")
+    if p.d_model % p.n_heads:
+        raise ParameterError("n_heads", f"expected a divisor of d_model={p.d_model}, "
+                             f"got {p.n_heads}")
+
+
+def bar_position(workers: int) -> int:
+    """The progress bar's line: this worker's own among the ``workers`` processes of the
+    pool that runs it (a pool's processes are numbered one after another), 0 in the main
+    process."""
+    identity = multiprocessing.current_process()._identity
+    return (identity[0] - 1) % workers if identity else 0
+
+
+def on_pinned_threads(function, *args):
+    """``function(*args)`` on the pinned number of torch threads, as in a worker process
+    (the float rounding of a run then does not depend on where it ran)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(pinned_threads())
+    try:
+        return function(*args)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def condition_list(name: str, value) -> list[str]:
