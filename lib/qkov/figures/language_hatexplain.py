@@ -1,7 +1,8 @@
 """language-hatexplain: the paper's HateXplain experiment (section 5) - a one-layer GPT-style
 decoder classifies posts as hate speech, offensive or normal; faster-QK training (``W_Q``,
 ``W_K`` and the embeddings at 30x the base learning rate) against matched learning rates,
-seeds 1234-1238; accuracy, attention on the annotators' rationales, ERASER
+seeds 1234-1238; accuracy, attention on the annotators' rationales, ERASER's plausibility
+against them (token F1, IOU F1, AUPRC: :func:`qkov.language.metrics.plausibility`), ERASER
 comprehensiveness and sufficiency (the top ``top_fraction`` of the tokens by attention
 rollout, :func:`qkov.language.metrics.eraser`), and attention-vs-probability heatmaps on
 the test split.
@@ -149,7 +150,7 @@ def run(p: Parameters, prepared: Prepared, progress: bool = True):
 
 
 SHOWN = ["accuracy", "attention_rollout", "attention_layer_mean", "attention_layer_max",
-         "comprehensiveness", "sufficiency"]
+         "token_f1", "iou_f1", "auprc", "comprehensiveness", "sufficiency"]
 
 
 def plot(rows, heatmaps, top_fraction: float = ERASER_FRACTION):

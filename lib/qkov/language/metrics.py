@@ -9,6 +9,8 @@
   (:func:`eraser_rationale`), as the authors' notebooks rank them. As in ERASER, tokens are
   *removed*: the remaining tokens close up in their original order and the row is padded on
   the right again (so positions shift, as they do when words are deleted from a text).
+* Plausibility (ERASER's agreement with human rationales), :func:`plausibility`: token F1
+  and IOU F1 of the top-k tokens by attention, AUPRC of the attention itself.
 * :func:`attention_probability_heatmap`: the 2-D histogram of attention on the rationale
   against the predicted probability of the true class.
 * :func:`accuracy`; SQuAD's :func:`normalize_answer`, :func:`token_f1`, :func:`exact_match`
@@ -106,11 +108,19 @@ def top_fraction_mask(scores: torch.Tensor, attention_mask: torch.Tensor,
     ``scores`` (at least one; ties broken towards the earlier position)."""
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction: expected a number in (0, 1], got {fraction!r}")
+    k = torch.ceil(fraction * attention_mask.sum(1).to(torch.float64)).long().clamp(min=1)
+    return top_k_mask(scores, attention_mask, k)
+
+
+def top_k_mask(scores: torch.Tensor, attention_mask: torch.Tensor, k) -> torch.Tensor:
+    """[B, T] bool: per row, the ``k`` (an int, or [B] ints) real tokens with the highest
+    ``scores`` (all of them where a row has fewer; ties broken towards the earlier
+    position)."""
     if scores.shape != attention_mask.shape:
         raise ValueError(f"scores: expected shape {tuple(attention_mask.shape)}, got "
                          f"{tuple(scores.shape)}")
     B, T = scores.shape
-    k = torch.ceil(fraction * attention_mask.sum(1).to(torch.float64)).long().clamp(min=1)
+    k = torch.as_tensor(k, device=scores.device).expand(B)
     # Stable descending order over real tokens; padding sorts last.
     masked = scores.to(torch.float64).masked_fill(~attention_mask, -math.inf)
     order = torch.sort(masked, dim=1, descending=True, stable=True).indices
@@ -169,6 +179,83 @@ def eraser(predict_proba: ProbabilityFn, tokens: torch.Tensor, attention_mask: t
     only = keep_tokens(tokens, attention_mask, rationale, pad_id)
     return {"comprehensiveness": full - _true_class_probability(predict_proba, *without, labels),
             "sufficiency": full - _true_class_probability(predict_proba, *only, labels)}
+
+
+# --- plausibility: agreement with human rationales ----------------------------------------
+
+PLAUSIBILITY_MEASURES = ("token_f1", "iou_f1", "auprc")
+IOU_THRESHOLD = 0.5  # ERASER's: a predicted span matches a human one at this overlap
+
+
+def spans(marks) -> list[tuple[int, int]]:
+    """The runs of consecutive True in a sequence of marks, as [start, end) pairs."""
+    out, start = [], None
+    for i, mark in enumerate(list(marks) + [False]):
+        if mark and start is None:
+            start = i
+        elif not mark and start is not None:
+            out.append((start, i))
+            start = None
+    return out
+
+
+def iou_f1(predicted, human, threshold: float = IOU_THRESHOLD) -> float:
+    """ERASER's IOU F1 of one example: a predicted span (a run of consecutive marked
+    tokens) counts as right if its intersection over union with some human span is at least
+    ``threshold``, a human span as found if some predicted span overlaps it so; F1 of the
+    two shares. 0 where either side has no span."""
+    predicted, human = spans(predicted), spans(human)
+    if not predicted or not human:
+        return 0.0
+
+    def iou(a, b):
+        overlap = max(0, min(a[1], b[1]) - max(a[0], b[0]))
+        return overlap / (max(a[1], b[1]) - min(a[0], b[0]))
+
+    precision = np.mean([max(iou(p, h) for h in human) >= threshold for p in predicted])
+    recall = np.mean([max(iou(p, h) for p in predicted) >= threshold for h in human])
+    return 0.0 if precision + recall == 0 else float(2 * precision * recall / (precision + recall))
+
+
+def average_precision(scores: torch.Tensor, human: torch.Tensor, attention_mask: torch.Tensor
+                      ) -> torch.Tensor:
+    """[B]: per row, the area under the precision-recall curve of ``scores`` as a ranking of
+    the real tokens against the ``human`` marks, as average precision (the mean, over the
+    human tokens, of the precision at its rank; ties broken towards the earlier position).
+    NaN for a row without human marks."""
+    masked = scores.to(torch.float64).masked_fill(~attention_mask, -math.inf)
+    order = torch.sort(masked, dim=1, descending=True, stable=True).indices
+    hits = (human & attention_mask).gather(1, order).to(torch.float64)
+    ranks = torch.arange(1, scores.shape[1] + 1, dtype=torch.float64, device=scores.device)
+    precision = hits.cumsum(1) / ranks
+    found = hits.sum(1)
+    return torch.where(found > 0, (precision * hits).sum(1) / found.clamp_min(1),
+                       torch.full_like(found, math.nan))
+
+
+def plausibility(scores: torch.Tensor, human: torch.Tensor, attention_mask: torch.Tensor,
+                 k) -> dict[str, torch.Tensor]:
+    """How far a model's token scores agree with human rationales (ERASER's plausibility
+    measures, DeYoung et al. 2020), [B] each, NaN for rows without human marks
+    (keys :data:`PLAUSIBILITY_MEASURES`):
+
+    * token F1: of the hard rationale - the top ``k`` real tokens by ``scores``
+      (:func:`top_k_mask`; ``k`` an int or [B] ints) - against the human tokens;
+    * IOU F1: the same hard rationale, matched span by span (:func:`iou_f1`);
+    * AUPRC: of the soft ``scores`` (:func:`average_precision`)."""
+    human = human & attention_mask
+    hard = top_k_mask(scores, attention_mask, k)
+    right = (hard & human).sum(1).to(torch.float64)
+    precision = right / hard.sum(1).clamp_min(1)
+    recall = right / human.sum(1).clamp_min(1)
+    f1 = torch.where(right > 0, 2 * precision * recall / (precision + recall).clamp_min(1e-30),
+                     torch.zeros_like(right))
+    has = human.any(1)
+    nan = torch.full_like(f1, math.nan)
+    iou = torch.tensor([iou_f1(h, g) for h, g in zip(hard.cpu().tolist(), human.cpu().tolist())],
+                       dtype=torch.float64, device=f1.device)
+    return {"token_f1": torch.where(has, f1, nan), "iou_f1": torch.where(has, iou, nan),
+            "auprc": average_precision(scores, human, attention_mask)}
 
 
 # --- heatmaps and accuracy ----------------------------------------------------------------

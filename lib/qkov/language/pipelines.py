@@ -27,8 +27,11 @@ from .batches import TokenBatch
 from .metrics import (
     ATTENTION_METHODS,
     ERASER_FRACTION,
+    PLAUSIBILITY_MEASURES,
     attention_probability_heatmap,
+    attention_rollout,
     eraser,
+    plausibility,
     rationale_attention_mass,
 )
 from .models import Decoder, DecoderConfig
@@ -156,11 +159,16 @@ def evaluate_classifier(model: Decoder, data: TokenBatch, fraction: float = ERAS
                         batch_size: int = 256) -> dict[str, np.ndarray]:
     """Per test example: correct, probability of the true class, attention mass on the
     rationale from the readout position (rollout, layer mean, layer max), whether it has a
-    rationale, and ERASER comprehensiveness / sufficiency (:func:`~qkov.language.metrics.eraser`:
-    the top ``fraction`` of the tokens by rollout attention from the readout position)."""
+    rationale, ERASER comprehensiveness / sufficiency (:func:`~qkov.language.metrics.eraser`:
+    the top ``fraction`` of the tokens by rollout attention from the readout position) and
+    ERASER's plausibility (:func:`~qkov.language.metrics.plausibility`: token F1, IOU F1,
+    AUPRC of the rollout attention against the rationale; NaN without one). The hard
+    rationale of token and IOU F1 is the top k tokens by rollout, k the mean number of
+    rationale tokens of the examples that have any (:func:`plausibility_k`)."""
     model.eval()
     device = next(model.parameters()).device
     pad_id = model.config.pad_id
+    k = plausibility_k(data)
 
     def predict_proba(tokens, mask):
         return torch.softmax(model(tokens, mask, readout="first_pad").logits, -1)
@@ -181,14 +189,25 @@ def evaluate_classifier(model: Decoder, data: TokenBatch, fraction: float = ERAS
                 out.attentions, chunk.rationale, out.readout_index, chunk.attention_mask, method)
         found.update(eraser(predict_proba, chunk.tokens, chunk.attention_mask, chunk.labels,
                             out.attentions, out.readout_index, fraction, pad_id))
+        scores = attention_rollout(out.attentions, chunk.attention_mask)[rows, out.readout_index]
+        found.update(plausibility(scores, chunk.rationale, chunk.attention_mask, k))
         for name, value in found.items():
             parts.setdefault(name, []).append(value.double().cpu().numpy())
     return {name: np.concatenate(values) for name, values in parts.items()}
 
 
+def plausibility_k(data: TokenBatch) -> int:
+    """The size of the hard rationale that plausibility scores: the mean number of
+    rationale tokens of the examples with any, rounded (at least 1; 1 without any)."""
+    counts = data.rationale.sum(1)
+    counts = counts[counts > 0]
+    return max(1, round(float(counts.double().mean()))) if counts.numel() else 1
+
+
 def classifier_row(condition: str, seed: int, history, measured: Mapping[str, np.ndarray]) -> dict:
     """One stored row: accuracy, ERASER scores over every test example, attention on the
-    rationale over the examples that have one (HateXplain's normal posts have none)."""
+    rationale and plausibility over the examples that have one (HateXplain's normal posts
+    have none)."""
     with_rationale = measured["has_rationale"] > 0
     row = {"condition": condition, "seed": seed, "train_loss": history.loss[-1],
            "accuracy": float(measured["correct"].mean()),
@@ -198,6 +217,9 @@ def classifier_row(condition: str, seed: int, history, measured: Mapping[str, np
     for method in ATTENTION_METHODS:
         values = measured[f"attention_{method}"][with_rationale]
         row[f"attention_{method}"] = float(values.mean()) if values.size else math.nan
+    for measure in PLAUSIBILITY_MEASURES:
+        values = measured[measure][with_rationale]
+        row[measure] = float(values.mean()) if values.size else math.nan
     return row
 
 
