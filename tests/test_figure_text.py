@@ -19,6 +19,7 @@ from qkov.figures import (
     paper_fig3,
     paper_fig4,
     real_agreement,
+    real_sentiment,
     theory_ratio_sweep,
     theory_reduction,
     theory_rescaling,
@@ -147,6 +148,13 @@ def real_agreement_inputs():
     return records, {c: heatmap() for c in conditions}, results
 
 
+def real_sentiment_inputs():
+    conditions = real_sentiment.Parameters().conditions
+    records = [{"condition": c, "seed": s, **{m: 0.4 + 0.1 * s for m in real_sentiment.MEASURES}}
+               for c in conditions for s in (1, 2)]
+    return records, {c: heatmap() for c in conditions}, {"majority": 0.44, "uniform": 0.12}
+
+
 def classifier_inputs(keys):
     rows = [{"condition": c, "seed": s, **{k: 0.5 + 0.1 * s for k in keys}}
             for c in pipelines.CONDITIONS for s in (1, 2, 3)]
@@ -175,6 +183,7 @@ DRAWINGS = {
     "language-agreement": lambda: language_agreement.plot(*agreement_inputs()),
     "language-agreement-rare": lambda: language_agreement.plot_rare(agreement_inputs()[0]),
     "real-agreement": lambda: real_agreement.plot(*real_agreement_inputs()),
+    "real-sentiment": lambda: real_sentiment.plot(*real_sentiment_inputs()),
     "language-hatexplain": lambda: language_hatexplain.plot(*classifier_inputs(CLASSIFIER)),
     "language-sva": lambda: language_sva.plot(*classifier_inputs(CLASSIFIER)),
     "language-squad": lambda: language_squad.plot(*classifier_inputs(SQUAD)),

@@ -95,7 +95,7 @@ def test_the_cost_line_is_printed_first_and_stored_without_minutes(capsys, monke
     monkeypatch.setenv(artifacts.ARTIFACTS_ENV, "/nonexistent-qkov-artifacts")
     costed = [s for s in specs().values()
               if module(s.id).Parameters.work is not FigureParameters.work]
-    assert len(costed) == 8
+    assert len(costed) == 9
     for spec in costed:
         Parameters = module(spec.id).Parameters
         Parameters.from_notebook(Parameters.defaults())

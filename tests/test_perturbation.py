@@ -56,6 +56,9 @@ RUNS = {
     # the real sentences' first 6,000 examples (the addresses of 1790 to about 1850)
     "real-agreement": ["-p", "example_limit", "6000", "-p", "epochs", "2", "-y", "seeds: [7, 8]",
                        "-y", "conditions: [matched, faster QK]"],
+    # every rated sentence, one epoch, two seeds
+    "real-sentiment": ["-p", "epochs", "1", "-y", "seeds: [7, 8]",
+                       "-y", "conditions: [matched, faster QK]"],
 }
 
 

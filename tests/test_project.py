@@ -58,8 +58,8 @@ LAYERS = (
     #   model of the theory; task models; the language decoder, its metrics, the agreement
     #   task, real-data loaders
     ("qkov.synthetic.train", "qkov.synthetic.metrics",
-     "qkov.language.train", "qkov.language.corpus"),  # training; measuring; corpora built
-    #   from real text
+     "qkov.language.train", "qkov.language.corpus", "qkov.language.ratings"),  # training;
+    #   measuring; corpora built from real text, and the rated sentences
     ("qkov.synthetic.trajectories", "qkov.language.pipelines",
      "qkov.language.comparison"),  # runs measured during training and passed between
     #   figures; the real-data figures' shared steps; conditions compared on agreement

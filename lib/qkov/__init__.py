@@ -28,7 +28,8 @@ Modules by layer, lowest first (a module imports only from layers below its own;
    datasets' loaders);
 5. ``synthetic.train`` (training many models as one batched computation),
    ``synthetic.metrics`` (measuring them), ``language.train``, ``language.corpus``
-   (agreement examples parsed from real English; spaCy only while building);
+   (agreement examples parsed from real English; spaCy only while building),
+   ``language.ratings`` (human-rated sentences and words, the proxy for HateXplain);
 6. ``synthetic.trajectories`` (measuring runs during training: the runs one figure writes
    and others read), ``language.pipelines`` (the real-data figures' shared steps),
    ``language.comparison`` (learning-rate conditions on agreement tasks: setups, tables,

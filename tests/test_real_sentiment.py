@@ -1,0 +1,185 @@
+"""real-sentiment: human-rated sentences with lexicon rationales, the proxy for HateXplain
+(qkov.language.ratings, qkov.figures.real_sentiment), and ERASER's plausibility measures
+(qkov.language.metrics.plausibility). The notebook itself runs under nbval on the whole data;
+these check the reader on a small archive of the same layout, and the steps on it, and the
+fetched package where it is there (``make data``; skipped, saying so, without it)."""
+
+import io
+import math
+import tarfile
+
+import numpy as np
+import pytest
+import torch
+
+from qkov.figures import real_sentiment
+from qkov.language import ratings, sources
+from qkov.language.data import DataError
+from qkov.language.metrics import average_precision, iou_f1, plausibility, spans, top_k_mask
+from qkov.params import ParameterError
+
+LEXICON = ("good\t1.9\t0.9\t[2, 2]\r\nhorrible\t-2.5\t0.5\t[-2, -3]\r\nokay\t0.9\t0.5\t[1]\r\n"
+           "lol\t2.9\t0.8\t[3]\r\nlol\t1.0\t0.8\t[1]\r\n:-\xde\t0.9\t1.0\t[1]").encode("latin-1")
+SENTENCES = {  # per corpus: (id, mean, sentence); two snippets share a document where "_"
+    "tweets": [("1", 2.5, "so good lol"), ("2", -2.0, "horrible day"), ("3", 0.1, "it is okay"),
+               ("4", 1.0, "Good, really"), ("5", -1.0, "not good")],
+    "movieReviewSnippets": [("1", 3.0, "a good film"), ("2", -3.0, "a horrible film"),
+                            ("3", 0.0, "a film"), ("4", 2.0, "good good"), ("5", -0.6, "meh")],
+    "amazonReviewSnippets": [("1_1", 1.0, "good player"), ("1_2", -2.0, "horrible remote"),
+                             ("2_1", 0.2, "it plays"), ("3_1", 2.0, "good buy"),
+                             ("4_1", -1.5, "horrible!")],
+    "nytEditorialSnippets": [("1_1", -0.5, "the city plans"), ("1_2", 1.5, "good news"),
+                             ("2_1", -2.5, "horrible policy"), ("3_1", 0.3, "events include"),
+                             ("4_1", 0.9, "a good year")],
+}
+
+
+def files(sentences=SENTENCES, lexicon=LEXICON):
+    out = {ratings.LEXICON: lexicon}
+    for corpus, rows in sentences.items():
+        out[f"{corpus}_GroundTruth.txt"] = "\r\n".join(f"{i}\t{m}\t{s}" for i, m, s in rows).encode()
+    return out
+
+
+def test_classes_come_from_the_mean_rating():
+    assert [ratings.label_of(m) for m in (-0.51, -0.5, 0.0, 0.5, 0.51)] == [0, 1, 1, 1, 2]
+    assert ratings.label_of(0.8, band=1.0) == 1
+
+
+def test_the_lexicon_is_latin1_and_the_later_entry_wins():
+    lexicon = ratings.parse_lexicon("lexicon", LEXICON)
+    assert lexicon["lol"] == 1.0 and lexicon[":-\u00de"] == 0.9 and len(lexicon) == 5
+
+
+def test_rationale_words_are_strong_lexicon_words_with_punctuation_stripped():
+    marks = ratings.rationale_marks(["Good,", "really", "HORRIBLE!!", "okay", ":-\u00de"],
+                                    {"good", "horrible", ":-\u00de"})
+    assert marks == (True, False, True, False, True)
+
+
+def test_malformed_files_name_the_file_and_line():
+    with pytest.raises(DataError, match=r"tweets_GroundTruth.txt: line 2: mean rating: expected a number"):
+        ratings.parse_ground_truth("tweets_GroundTruth.txt", b"1\t0.5\tok\r\n2\tx\tbad")
+    with pytest.raises(DataError, match=r"line 1: expected id<TAB>mean rating<TAB>sentence"):
+        ratings.parse_ground_truth("t", b"1\t0.5")
+    with pytest.raises(DataError, match=r"line 1: mean valence: expected a rating in \[-4, 4\]"):
+        ratings.parse_lexicon("lex", b"good\t9\t0\t[]")
+    with pytest.raises(DataError, match="byte 1: expected utf-8 text"):
+        ratings.parse_ground_truth("t", b"1\xff\t0.5\tx")
+
+
+def test_an_archive_without_a_file_is_named(tmp_path):
+    path = tmp_path / "a.tar.gz"
+    with tarfile.open(path, "w:gz") as archive:
+        data = LEXICON
+        info = tarfile.TarInfo(f"{ratings.FOLDER}/{ratings.LEXICON}")
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    with pytest.raises(DataError, match="expected tweets_GroundTruth.txt, .* in the archive"):
+        ratings.read_archive(path)
+
+
+def test_the_split_keeps_each_document_on_one_side():
+    data = ratings.load_ratings(train_fraction=0.5, seed=3, files=files())
+    assert len(data.train) + len(data.test) == 20
+    assert not {s.document for s in data.train} & {s.document for s in data.test}
+    amazon = {s.id: s for s in data.train + data.test if s.corpus == "amazonReviewSnippets"}
+    assert (amazon["1_1"] in data.train) == (amazon["1_2"] in data.train)
+    # good and horrible: "lol" is rated 1.0 by its later entry
+    assert data.lexicon_words == 5 and data.rationale_words == 2
+    with pytest.raises(ValueError, match="train_fraction"):
+        ratings.load_ratings(train_fraction=1.0, files=files())
+
+
+# --- plausibility ----------------------------------------------------------------------------
+
+
+def test_plausibility_by_hand():
+    scores = torch.tensor([[0.1, 0.5, 0.3, 0.05, 0.0], [0.2, 0.2, 0.2, 0.2, 0.2]])
+    mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 0, 0]]).bool()
+    human = torch.tensor([[0, 1, 0, 1, 0], [0, 0, 0, 0, 0]]).bool()
+    found = plausibility(scores, human, mask, 2)
+    # top 2 = tokens 1, 2: one of two right; one predicted span (1, 3) half-overlapping (1, 2)
+    assert found["token_f1"][0].item() == pytest.approx(0.5)
+    assert found["iou_f1"][0].item() == pytest.approx(2 * 1 * 0.5 / 1.5)
+    # ranking 1 (hit), 2, 0, 3 (hit): precisions 1 and 2/4
+    assert found["auprc"][0].item() == pytest.approx(0.75)
+    assert all(math.isnan(found[m][1].item()) for m in found)  # no human marks: no score
+
+
+def test_a_perfect_ranking_scores_one_and_a_reversed_one_less():
+    mask = torch.ones(1, 6, dtype=torch.bool)
+    human = torch.tensor([[1, 1, 0, 0, 0, 0]]).bool()
+    best = torch.tensor([[0.9, 0.8, 0.1, 0.1, 0.0, 0.0]])
+    found = plausibility(best, human, mask, 2)
+    assert all(found[m].item() == pytest.approx(1.0) for m in found)
+    worst = plausibility(-best, human, mask, 2)
+    assert worst["token_f1"].item() == 0 and worst["iou_f1"].item() == 0
+    assert worst["auprc"].item() == pytest.approx((1 / 5 + 2 / 6) / 2)
+
+
+def test_padding_is_never_ranked_or_counted():
+    scores = torch.tensor([[0.1, 0.2, 5.0]])
+    mask = torch.tensor([[True, True, False]])
+    human = torch.tensor([[False, True, True]])  # a mark on padding is dropped
+    assert top_k_mask(scores, mask, 2).tolist() == [[True, True, False]]
+    assert average_precision(scores, human & mask, mask).item() == pytest.approx(1.0)
+
+
+def test_spans_and_iou_f1():
+    assert spans([0, 1, 1, 0, 1]) == [(1, 3), (4, 5)]
+    assert spans([]) == []
+    assert iou_f1([0, 1, 1, 1], [0, 1, 0, 0]) == 0  # IOU 1/3: below ERASER's 0.5
+    assert iou_f1([0, 1, 1, 0], [0, 1, 0, 0]) == 1
+    assert iou_f1([0, 0], [1, 0]) == 0
+
+
+# --- the figure's steps ----------------------------------------------------------------------
+
+SMALL = {"seeds": [1, 2], "conditions": ["matched", "faster QK"], "epochs": 1, "workers": 1,
+         "progress": False, "vocab_size": 300, "train_fraction": 0.6}
+
+
+def test_bad_parameters_are_named():
+    with pytest.raises(ParameterError, match="conditions"):
+        real_sentiment.Parameters(conditions=["faster QK"])
+    with pytest.raises(ParameterError, match="n_heads"):
+        real_sentiment.Parameters(d_model=30, n_heads=4)
+    with pytest.raises(ParameterError, match="neutral_band"):
+        real_sentiment.Parameters(neutral_band=-1)
+    with pytest.raises(ParameterError, match="eraser_fraction"):
+        real_sentiment.Parameters(eraser_fraction=2)
+
+
+def test_a_small_run_measures_every_condition_and_draws(tmp_path):
+    p = real_sentiment.Parameters(**SMALL)
+    prepared = real_sentiment.prepare(p, files())
+    # each rationale word's tokens are marked, and only those
+    for row, s in zip(prepared.test.rationale, prepared.test_sentences):
+        assert bool(row.any()) == any(s.rationale)
+    counts = {(r["split"], r["corpus"]): r for r in real_sentiment.count_rows(prepared)}
+    assert counts["test", "all"]["sentences"] == len(prepared.test)
+    assert sum(counts["test", "all"][c] for c in ratings.SENTIMENT_LABELS) == len(prepared.test)
+    results = real_sentiment.train(p, prepared)
+    records = real_sentiment.rows(results)
+    assert sorted((r["condition"], r["seed"]) for r in records) == \
+        sorted((c, s) for c in p.conditions for s in p.seeds)
+    for r in records:
+        assert 0 <= r["accuracy"] <= 1 and 0 <= r["attention_rollout"] <= 1 + 1e-9
+        assert 0 <= r["auprc"] <= 1 and 0 <= r["token_f1"] <= 1
+    assert [row["condition"] for row in real_sentiment.gap_table(records)] == ["faster QK"]
+    maps = real_sentiment.heatmaps(prepared, results)
+    assert all(np.isclose(m.sum(), 100) for m in maps.values())
+    glued = real_sentiment.glued(p, prepared, records)
+    assert glued["rs_n_seeds"] == "2" and "rs_accuracy_faster_QK" in glued
+    real_sentiment.plot(records, maps, real_sentiment.plot_baselines(prepared))
+
+
+def test_the_fetched_package_holds_the_rated_sentences():
+    try:
+        data = ratings.load_ratings()
+    except sources.SourceError as err:
+        pytest.skip(f"vaderSentiment is not fetched ({err}); `make data` fetches it")
+    assert len(data.train) + len(data.test) == 23_703
+    assert data.lexicon_words == 7_502
+    assert not {s.document for s in data.train} & {s.document for s in data.test}
