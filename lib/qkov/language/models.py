@@ -237,12 +237,18 @@ def circuit_of(name: str) -> str:
 
 
 def parameter_groups(model: nn.Module, *, base_lr: float, qk_multiplier: float = 1.0,
-                     embedding_multiplier: float = 1.0, weight_decay: float = 0.0) -> list[dict]:
+                     embedding_multiplier: float = 1.0, weight_decay: float = 0.0,
+                     position_multiplier: float | None = None) -> list[dict]:
     """Optimizer parameter groups: W_Q, W_K at ``base_lr * qk_multiplier``, token and position
     embeddings at ``base_lr * embedding_multiplier``, everything else at ``base_lr``; every
-    parameter in exactly one group. Each group records its ``circuit`` and ``multiplier``."""
+    parameter in exactly one group. Each group records its ``circuit`` and ``multiplier``.
+    With ``position_multiplier`` the position embedding is a group of its own ("position") at
+    ``base_lr * position_multiplier`` (the authors' notebooks keep it at the base rate while
+    the token embedding learns faster)."""
     for name, value in (("base_lr", base_lr), ("qk_multiplier", qk_multiplier),
-                        ("embedding_multiplier", embedding_multiplier)):
+                        ("embedding_multiplier", embedding_multiplier),
+                        ("position_multiplier", 1.0 if position_multiplier is None
+                         else position_multiplier)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
                 or not math.isfinite(value):
             raise ValueError(f"{name}: expected a finite number > 0, got {value!r}")
@@ -250,10 +256,15 @@ def parameter_groups(model: nn.Module, *, base_lr: float, qk_multiplier: float =
             or not weight_decay >= 0:
         raise ValueError(f"weight_decay: expected a number >= 0, got {weight_decay!r}")
     multipliers = {"qk": qk_multiplier, "embedding": embedding_multiplier, "other": 1.0}
+    if position_multiplier is not None:
+        multipliers["position"] = position_multiplier
     members: dict[str, list] = {circuit: [] for circuit in multipliers}
     for name, param in model.named_parameters():
         if param.requires_grad:
-            members[circuit_of(name)].append(param)
+            circuit = circuit_of(name)
+            if position_multiplier is not None and name.startswith("position_embedding."):
+                circuit = "position"
+            members[circuit].append(param)
     return [{"params": params, "lr": base_lr * multipliers[circuit], "weight_decay": weight_decay,
              "circuit": circuit, "multiplier": multipliers[circuit]}
             for circuit, params in members.items() if params]
@@ -261,10 +272,12 @@ def parameter_groups(model: nn.Module, *, base_lr: float, qk_multiplier: float =
 
 def make_optimizer(model: nn.Module, kind: str = "adamw", *, lr: float, weight_decay: float = 0.0,
                    momentum: float = 0.0, qk_multiplier: float = 1.0,
-                   embedding_multiplier: float = 1.0) -> torch.optim.Optimizer:
+                   embedding_multiplier: float = 1.0,
+                   position_multiplier: float | None = None) -> torch.optim.Optimizer:
     """AdamW or SGD (with ``momentum``) on :func:`parameter_groups`."""
     groups = parameter_groups(model, base_lr=lr, qk_multiplier=qk_multiplier,
-                              embedding_multiplier=embedding_multiplier, weight_decay=weight_decay)
+                              embedding_multiplier=embedding_multiplier, weight_decay=weight_decay,
+                              position_multiplier=position_multiplier)
     if kind == "adamw":
         return torch.optim.AdamW(groups, lr=lr)
     if kind == "sgd":
