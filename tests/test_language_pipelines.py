@@ -21,6 +21,7 @@ from conftest import REPO
 from qkov import plotting
 from qkov.figures import language_hatexplain, language_squad, language_sva
 from qkov.language.data import DataError
+from qkov.params import ParameterError
 
 TINY = {"seeds": [1234, 1235], "epochs": 2, "d_model": 8, "n_heads": 2, "d_head": 4,
         "device": "cpu"}
@@ -251,8 +252,6 @@ def test_the_pipelines_default_to_the_authors_settings_where_the_paper_is_silent
 
 
 def test_squad_takes_the_fetched_glove_only_at_its_width():
-    from qkov.params import ParameterError
-
     p = language_squad.Parameters(glove_package=True, d_model=50, n_heads=5, d_head=10)
     assert p.glove_package
     with pytest.raises(ParameterError, match="d_model.*expected 50"):
@@ -283,3 +282,19 @@ def test_squad_context_is_cut_around_the_first_gold_answer():
     assert language_squad.cropped(ex, None) is ex
     near = SquadExample("q2", "t", "Where?", "Normandy is here", ["Normandy"], 0)
     assert language_squad.cropped(near, 3).context == "Normandy is"
+
+
+def test_sva_reads_the_whole_sentence_as_the_authors_do_when_asked(tmp_path):
+    path = write_agreement(tmp_path / "agr.tsv")
+    p = language_sva.Parameters(agreement_tsv=str(path), train_fraction=0.5, lr=0.05,
+                                top_fraction=0.2, input="sentence", **TINY)
+    prepared = language_sva.prepare(p)
+    # subject (word 2) and verb marked; the row ends with the verb's sentence, read at its end
+    for example, marks, mask in zip(prepared.data.test, prepared.test.rationale,
+                                    prepared.test.attention_mask):
+        assert int(mask.sum()) == len(example.sentence) > len(example.words)
+        assert marks.nonzero().squeeze(1).tolist() == [example.subject_index, example.verb_index]
+    rows, _, _ = language_sva.run(p, prepared, progress=False)
+    check_classifier_rows(rows, p.seeds)
+    with pytest.raises(ParameterError, match="input"):
+        language_sva.Parameters(input="words")

@@ -11,7 +11,9 @@ tokens by attention rollout, :func:`qkov.language.metrics.eraser`), heatmaps.
 
 The rationale is "subject and verb": the model reads out at the verb's own position (the
 first slot after the prefix), so the attention measured is the readout's - the verb's - on
-the subject. Tokens: one per word of the TSV's ``sentence`` column (its 10,000 most common
+the subject. ``input "sentence"`` feeds the whole sentence instead, verb included, read out
+at its last word, with subject and verb as the rationale, as the authors' notebooks do; the
+verb's own form then shows the number, so it is an option, not the default. Tokens: one per word of the TSV's ``sentence`` column (its 10,000 most common
 words, rarer ones already replaced by their part of speech), as Linzen et al.'s models.
 Without the data (``agreement_tsv`` not given: the notebook's default) :func:`data_missing`
 says where to get it and what to run; nothing is trained.
@@ -50,6 +52,16 @@ SPEC = FigureSpec(id="language-sva", reproduces="paper section 5 (subject-verb a
                                                 "true number"))
 
 MAX_ATTRACTORS = 4  # attractor counts shown separately (more are pooled with 4)
+# What the model reads: the words up to the verb, read out at the slot after them (the
+# default), or, as the authors' notebooks, the whole sentence, verb included, read out at its
+# last word, with subject and verb as the rationale. The verb's own form then shows its number.
+INPUTS = {"prefix": "first_pad", "sentence": "last"}  # input -> readout position
+
+
+def input_name(name: str, value) -> str:
+    if value not in INPUTS:
+        raise ParameterError(name, f"expected one of {list(INPUTS)}, got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -73,11 +85,12 @@ class Parameters(FigureParameters):
     grad_clip: float | None = parameter(None, optional_number, above=0)  # None: none (the authors')
     train_fraction: float = parameter(0.1, number, above=0, below=1)  # Linzen et al.'s 10%
     split_seed: int = parameter(1234, integer, minimum=0)  # the train/test split's shuffle
-    max_length: int = parameter(50, integer, minimum=2)  # words before the verb, plus readout
+    max_length: int = parameter(50, integer, minimum=2)  # words read, plus the readout slot
     d_model: int = parameter(64, integer, minimum=1)
     n_heads: int = parameter(4, integer, minimum=1)
     d_head: int = parameter(64, integer, minimum=1)
     residual: bool = parameter(False, boolean)  # the authors' model has no residual connection
+    input: str = parameter("prefix", input_name)  # "sentence": the authors' (verb included)
     top_fraction: float = parameter(ERASER_FRACTION, number, above=0)  # ERASER top-k share
     example_limit: int | None = parameter(None, pipelines.optional_count)  # first N rows of the file
     test_limit: int | None = parameter(None, pipelines.optional_count)  # first N test examples
@@ -107,9 +120,20 @@ class Prepared:
     config: DecoderConfig
 
 
-def encode(examples, tokenizer: Tokenizer, width: int) -> pipelines.TokenBatch:
-    rows = [tokenizer.encode_words(e.words).ids for e in examples]
-    rationale = [[i == e.subject_index for i in range(len(e.words))] for e in examples]
+def words_read(example, input: str = "prefix") -> list[str]:
+    """The words the model reads of ``example``: up to the verb, or the whole sentence."""
+    return list(example.words) if input == "prefix" else list(example.sentence)
+
+
+def encode(examples, tokenizer: Tokenizer, width: int, input: str = "prefix"
+           ) -> pipelines.TokenBatch:
+    """Word ids of what the model reads (:func:`words_read`) and the rationale marked: the
+    subject, and with the whole sentence also the verb (the authors' rationale)."""
+    marked = (lambda e: {e.subject_index}) if input == "prefix" \
+        else (lambda e: {e.subject_index, e.verb_index})
+    words = [words_read(e, input) for e in examples]
+    rows = [tokenizer.encode_words(w).ids for w in words]
+    rationale = [[i in marked(e) for i in range(len(w))] for e, w in zip(examples, words)]
     return pipelines.padded_batch(rows, width, tokenizer.pad_id, labels=[e.label for e in examples],
                           rationale=rationale)
 
@@ -118,20 +142,24 @@ def prepare(p: Parameters) -> Prepared:
     """Load and check the TSV, split it, build the word vocabulary from the training
     sentences, encode: everything that can fail on bad data fails before any training."""
     data = load_agreement(p.agreement_tsv, p.train_fraction, p.split_seed, p.example_limit)
-    fits = [e for e in data.train + data.test if len(e.words) <= p.max_length - 1]
-    too_long = len(data.train) + len(data.test) - len(fits)
-    train = [e for e in data.train if len(e.words) <= p.max_length - 1]
-    test = [e for e in data.test if len(e.words) <= p.max_length - 1][:p.test_limit]
+
+    def fits(e):
+        return len(words_read(e, p.input)) <= p.max_length - 1
+
+    too_long = sum(not fits(e) for e in data.train + data.test)
+    train = [e for e in data.train if fits(e)]
+    test = [e for e in data.test if fits(e)][:p.test_limit]
     if not train or not test:
         raise ValueError(f"{p.agreement_tsv}: no training or test example fits max_length="
                          f"{p.max_length}")
-    tokenizer = train_word_level([e.words for e in train])
-    width = max(len(e.words) for e in train + test) + 1  # the readout slot
+    tokenizer = train_word_level([words_read(e, p.input) for e in train])
+    width = max(len(words_read(e, p.input)) for e in train + test) + 1  # the readout slot
     config = DecoderConfig(vocab_size=tokenizer.vocab_size, max_len=p.max_length,
                            d_model=p.d_model, n_heads=p.n_heads, d_head=p.d_head, d_mlp=0,
                            n_layers=1, layer_norm="none", n_classes=len(AGREEMENT_LABELS),
                            pad_id=tokenizer.pad_id, residual=p.residual)
-    return Prepared(data, tokenizer, encode(train, tokenizer, width), encode(test, tokenizer, width),
+    return Prepared(data, tokenizer, encode(train, tokenizer, width, p.input),
+                    encode(test, tokenizer, width, p.input),
                     np.array([e.n_diff_intervening for e in test]), too_long, config)
 
 
@@ -153,7 +181,7 @@ def run(p: Parameters, prepared: Prepared, progress: bool = True):
             "position_multiplier": p.position_multiplier}
     return pipelines.run_classifier(prepared.config, prepared.train, prepared.test, p.seeds, base,
                             p.qk_multiplier, p.embedding_multiplier, p.device, p.top_fraction,
-                            progress=progress)
+                            progress=progress, readout=INPUTS[p.input])
 
 
 def attractor_rows(runs, attractors: np.ndarray) -> list[dict]:

@@ -200,6 +200,8 @@ class AgreementExample:
     n_intervening: int  # nouns between subject and verb
     n_diff_intervening: int  # of those, nouns of the other number (attractors)
     document: str | None = None  # the text it comes from, where the file says (``document``)
+    # The whole ``sentence``, verb included: what the authors' notebooks feed their model
+    sentence: tuple[str, ...] = ()
 
 
 SPLITS_BY = ("example", "document")  # load_agreement's split: Linzen et al.'s, or by text
@@ -252,7 +254,7 @@ def agreement_example(path, line: int, row: dict[str, str]) -> AgreementExample:
     if document is not None and not document:
         raise DataError(path, where, "column 'document': expected the name of the text, got ''")
     return AgreementExample(line, sentence[:verb - 1], AGREEMENT_LABELS.index(verb_pos),
-                            subj - 1, verb - 1, n_intervening, n_diff, document)
+                            subj - 1, verb - 1, n_intervening, n_diff, document, tuple(sentence))
 
 
 def load_agreement(path: str | Path, train_fraction: float = 0.1, seed: int = 1234,

@@ -160,7 +160,8 @@ def setups(base: Mapping, qk_multiplier: float, embedding_multiplier: float, see
 
 @torch.no_grad()
 def evaluate_classifier(model: Decoder, data: TokenBatch, fraction: float = ERASER_FRACTION,
-                        batch_size: int = 256) -> dict[str, np.ndarray]:
+                        batch_size: int = 256, readout: str = "first_pad"
+                        ) -> dict[str, np.ndarray]:
     """Per test example: correct, probability of the true class, attention mass on the
     rationale from the readout position (rollout, layer mean, layer max), whether it has a
     rationale, ERASER comprehensiveness / sufficiency (:func:`~qkov.language.metrics.eraser`:
@@ -168,19 +169,21 @@ def evaluate_classifier(model: Decoder, data: TokenBatch, fraction: float = ERAS
     ERASER's plausibility (:func:`~qkov.language.metrics.plausibility`: token F1, IOU F1,
     AUPRC of the rollout attention against the rationale; NaN without one). The hard
     rationale of token and IOU F1 is the top k tokens by rollout, k the mean number of
-    rationale tokens of the examples that have any (:func:`plausibility_k`)."""
+    rationale tokens of the examples that have any (:func:`plausibility_k`). ``readout``: the
+    position the model classifies at ("first_pad", the slot after the input, or "last", its
+    last token)."""
     model.eval()
     device = next(model.parameters()).device
     pad_id = model.config.pad_id
     k = plausibility_k(data)
 
     def predict_proba(tokens, mask):
-        return torch.softmax(model(tokens, mask, readout="first_pad").logits, -1)
+        return torch.softmax(model(tokens, mask, readout=readout).logits, -1)
 
     parts: dict[str, list] = {}
     for chunk in data.batches(batch_size):
         chunk = chunk.trimmed().to(device)  # padding no row of the chunk needs: not computed
-        out = model(chunk.tokens, chunk.attention_mask, readout="first_pad")
+        out = model(chunk.tokens, chunk.attention_mask, readout=readout)
         probs = torch.softmax(out.logits, -1)
         rows = torch.arange(len(chunk), device=device)
         found = {
@@ -230,7 +233,8 @@ def classifier_row(condition: str, seed: int, history, measured: Mapping[str, np
 def run_classifier(config: DecoderConfig, train: TokenBatch, test: TokenBatch, seeds: Sequence[int],
                    base_setup: Mapping, qk_multiplier: float, embedding_multiplier: float,
                    device: str, fraction: float, bins: int = 5,
-                   progress: bool = True, faster_weight_decay: float | None = None):
+                   progress: bool = True, faster_weight_decay: float | None = None,
+                   readout: str = "first_pad"):
     """Train and measure both conditions for every seed. Returns the rows (one per condition
     and seed), per condition the attention-vs-probability heatmap of all seeds' test
     examples with a rationale (percent), and per run (condition, seed, the per-example
@@ -241,8 +245,9 @@ def run_classifier(config: DecoderConfig, train: TokenBatch, test: TokenBatch, s
         for condition, setup in setups(base_setup, qk_multiplier, embedding_multiplier,
                                        seed, faster_weight_decay).items():
             model = Decoder(config, generator=seeding.init_generator(seed))
-            history = train_classifier(model, train, setup, device=device, progress=progress)
-            measured = evaluate_classifier(model, test, fraction)
+            history = train_classifier(model, train, setup, device=device, progress=progress,
+                                       readout=readout)
+            measured = evaluate_classifier(model, test, fraction, readout=readout)
             rows.append(classifier_row(condition, seed, history, measured))
             runs.append((condition, seed, measured))
             keep = measured["has_rationale"] > 0
