@@ -298,3 +298,35 @@ def test_sva_reads_the_whole_sentence_as_the_authors_do_when_asked(tmp_path):
     check_classifier_rows(rows, p.seeds)
     with pytest.raises(ParameterError, match="input"):
         language_sva.Parameters(input="words")
+
+
+def test_the_authors_hatexplain_measurement_is_an_option(tmp_path):
+    """mask_padding False and attention_row "padded_end" read attention as the authors'
+    notebooks do: from the last slot of the row padded to max_length, padding attended."""
+    import torch
+
+    from qkov.language.models import Decoder, DecoderConfig
+    from qkov.seeding import init_generator
+
+    tokens = torch.tensor([[5, 6, 0, 0]])
+    mask = tokens != 0
+    for masked in (True, False):
+        model = Decoder(DecoderConfig(vocab_size=10, max_len=4, d_model=8, n_heads=2, d_head=4,
+                                      d_mlp=0, n_classes=2, mask_padding=masked),
+                        generator=init_generator(1))
+        pattern = model(tokens, mask).attentions[0]
+        assert (pattern[0, :, 3, 2] > 0).all() == (not masked)  # a pad query on a pad key
+    hatexplain_files(tmp_path / "Data")
+    common = dict(hatexplain_dir=str(tmp_path / "Data"), vocab_size=300, d_mlp=8, lr=1e-3,
+                  top_fraction=0.2, max_length=16, **{**TINY, "seeds": [1234]})
+    ours = language_hatexplain.Parameters(**common)
+    theirs = language_hatexplain.Parameters(**common, mask_padding=False,
+                                            attention_row="padded_end")
+    rows = {}
+    for name, p in (("ours", ours), ("theirs", theirs)):
+        rows[name], _, _ = language_hatexplain.run(p, language_hatexplain.prepare(p),
+                                                   progress=False)
+        check_classifier_rows(rows[name], p.seeds)
+    assert rows["ours"][0]["attention_rollout"] != rows["theirs"][0]["attention_rollout"]
+    with pytest.raises(ParameterError, match="attention_row"):
+        language_hatexplain.Parameters(attention_row="last")

@@ -28,6 +28,7 @@ from ..language.tokenizers import BERT_VOCAB_SIZE, Tokenizer, train_wordpiece
 from ..params import (
     FigureParameters,
     ParameterError,
+    boolean,
     integer,
     number,
     optional_number,
@@ -45,6 +46,13 @@ SPEC = FigureSpec(id="language-hatexplain", reproduces="paper section 5 (HateXpl
                   alt=pipelines.classifier_alt("HateXplain", "posts", "rationale", "true class"))
 
 DATASET, DIVISIONS = "dataset.json", "post_id_divisions.json"
+
+
+def attention_row_name(name: str, value) -> str:
+    if value not in pipelines.ATTENTION_ROWS:
+        raise ParameterError(name, f"expected one of {list(pipelines.ATTENTION_ROWS)}, got "
+                             f"{value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,11 @@ class Parameters(FigureParameters):
     d_head: int = parameter(64, integer, minimum=1)
     d_mlp: int = parameter(256, integer, minimum=0)
     n_layers: int = parameter(1, integer, minimum=1, maximum=12)  # the authors also drew 2
+    # The authors' notebooks: no padding mask (causal only), and attention read from the last
+    # slot of the row padded to max_length - a padding slot: mask_padding False,
+    # attention_row "padded_end" reproduce that; the defaults read the classifier's readout
+    mask_padding: bool = parameter(True, boolean)
+    attention_row: str = parameter("readout", attention_row_name)
     top_fraction: float = parameter(ERASER_FRACTION, number, above=0)  # ERASER top-k share
     train_limit: int | None = parameter(None, pipelines.optional_count)  # first N training posts
     device: str = parameter("auto", pipelines.device_name)
@@ -134,7 +147,7 @@ def prepare(p: Parameters) -> Prepared:
     tokenizer = train_wordpiece([post.tokens for post in train_posts], vocab_size=p.vocab_size)
     config = DecoderConfig(vocab_size=tokenizer.vocab_size, max_len=p.max_length,
                            d_model=p.d_model, n_heads=p.n_heads, d_head=p.d_head, d_mlp=p.d_mlp,
-                           n_layers=p.n_layers, layer_norm="none",
+                           n_layers=p.n_layers, layer_norm="none", mask_padding=p.mask_padding,
                            n_classes=len(HATEXPLAIN_LABELS),
                            pad_id=tokenizer.pad_id)
     return Prepared(data, tokenizer, encode(train_posts, tokenizer, p.max_length),
@@ -158,7 +171,8 @@ def run(p: Parameters, prepared: Prepared, progress: bool = True):
             "position_multiplier": p.position_multiplier}
     return pipelines.run_classifier(prepared.config, prepared.train, prepared.test, p.seeds, base,
                             p.qk_multiplier, p.embedding_multiplier, p.device, p.top_fraction,
-                            progress=progress, faster_weight_decay=p.faster_weight_decay)
+                            progress=progress, faster_weight_decay=p.faster_weight_decay,
+                            attention_row=p.attention_row)
 
 
 SHOWN = ["accuracy", "attention_rollout", "attention_layer_mean", "attention_layer_max",

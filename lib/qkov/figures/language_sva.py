@@ -13,7 +13,9 @@ The rationale is "subject and verb": the model reads out at the verb's own posit
 first slot after the prefix), so the attention measured is the readout's - the verb's - on
 the subject. ``input "sentence"`` feeds the whole sentence instead, verb included, read out
 at its last word, with subject and verb as the rationale, as the authors' notebooks do; the
-verb's own form then shows the number, so it is an option, not the default. Tokens: one per word of the TSV's ``sentence`` column (its 10,000 most common
+verb's own form then shows the number, so it is an option, not the default.
+
+Tokens: one per word of the TSV's ``sentence`` column (its 10,000 most common
 words, rarer ones already replaced by their part of speech), as Linzen et al.'s models.
 Without the data (``agreement_tsv`` not given: the notebook's default) :func:`data_missing`
 says where to get it and what to run; nothing is trained.

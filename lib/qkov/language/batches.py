@@ -93,6 +93,21 @@ class TokenBatch:
                                 if isinstance(getattr(self, f.name), torch.Tensor)
                                 and getattr(self, f.name).shape == self.tokens.shape})
 
+    def widened(self, width: int, pad_id: int = 0) -> TokenBatch:
+        """The rows padded on the right to ``width`` columns (never narrower than now):
+        tokens with ``pad_id``, the masks with False."""
+        extra = width - self.tokens.shape[1]
+        if extra <= 0:
+            return self
+
+        def pad(tensor, value):
+            return torch.nn.functional.pad(tensor, (0, extra), value=value)
+        return replace(self, **{f.name: pad(getattr(self, f.name),
+                                            pad_id if f.name == "tokens" else False)
+                                for f in fields(self)
+                                if isinstance(getattr(self, f.name), torch.Tensor)
+                                and getattr(self, f.name).shape == self.tokens.shape})
+
     @property
     def lengths(self) -> torch.Tensor:
         """Real tokens per row: [N]."""

@@ -4,8 +4,8 @@ Each layer's attention keeps ``W_Q``, ``W_K``, ``W_V`` and ``W_O`` as separate p
 (one [heads, d_model, d_head] tensor each, ``W_O`` [heads, d_head, d_model]), so the query-key
 circuit can be given its own learning rate: :func:`parameter_groups` puts ``W_Q`` and ``W_K``
 at ``qk_multiplier`` times the base learning rate and the token and position embeddings at
-``embedding_multiplier`` times it (both together: the authors' HateXplain notebook raises the
-token embedding alone, at 30x, and keeps the position embedding at 1x), everything else at
+``embedding_multiplier`` times it (``position_multiplier`` gives the position embedding a
+rate of its own: the authors' notebooks raise the token embedding alone), everything else at
 the base rate. :func:`make_optimizer` and :func:`make_schedule` build AdamW or SGD with
 momentum on those groups and a warmup + cosine / one-cycle / constant schedule that scales
 every group by the same factor, so the multipliers hold throughout training.
@@ -15,7 +15,7 @@ model), ``layer_norm = "pre"`` (pre-LN, the SQuAD model), ``residual = False``,
 ``n_classes`` (a classifier read at one position) or ``None`` (a next-token head over the
 vocabulary). Masks: causal, and padding (a query never attends to a padding key; a query
 with no real key before it - a row of padding only - attends to itself, so no row of the
-softmax is empty).
+softmax is empty); ``mask_padding = False``: causal only, as the authors' HateXplain model.
 """
 
 from __future__ import annotations
@@ -51,6 +51,9 @@ class DecoderConfig:
     residual: bool = True
     n_classes: int | None = None
     pad_id: int = 0
+    # False: padding keys are attended like any other (causal mask only), as in the authors'
+    # HateXplain notebooks; the readout slot then also attends to itself
+    mask_padding: bool = True
 
     def __post_init__(self):
         def positive(name, minimum=1):
@@ -69,8 +72,10 @@ class DecoderConfig:
         if self.layer_norm not in LAYER_NORMS:
             raise ValueError(f"DecoderConfig.layer_norm: expected one of {LAYER_NORMS}, "
                              f"got {self.layer_norm!r}")
-        if not isinstance(self.residual, bool):
-            raise ValueError(f"DecoderConfig.residual: expected True or False, got {self.residual!r}")
+        for name in ("residual", "mask_padding"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"DecoderConfig.{name}: expected True or False, got "
+                                 f"{getattr(self, name)!r}")
         if self.n_classes is not None:
             positive("n_classes", 2)
 
@@ -209,7 +214,8 @@ class Decoder(nn.Module):
         if T > self.config.max_len:
             raise ValueError(f"tokens: {T} positions, more than max_len={self.config.max_len}")
         causal = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()
-        allowed = causal & attention_mask[:, None, :]
+        keys = attention_mask if self.config.mask_padding else torch.ones_like(attention_mask)
+        allowed = causal & keys[:, None, :]
         # A query with no real key at or before it attends to itself.
         empty = ~allowed.any(-1, keepdim=True)
         allowed = allowed | (empty & torch.eye(T, dtype=torch.bool, device=tokens.device))

@@ -158,10 +158,13 @@ def setups(base: Mapping, qk_multiplier: float, embedding_multiplier: float, see
 # --- classifiers: HateXplain and agreement ------------------------------------------------
 
 
+ATTENTION_ROWS = ("readout", "padded_end")
+
+
 @torch.no_grad()
 def evaluate_classifier(model: Decoder, data: TokenBatch, fraction: float = ERASER_FRACTION,
-                        batch_size: int = 256, readout: str = "first_pad"
-                        ) -> dict[str, np.ndarray]:
+                        batch_size: int = 256, readout: str = "first_pad",
+                        attention_row: str = "readout") -> dict[str, np.ndarray]:
     """Per test example: correct, probability of the true class, attention mass on the
     rationale from the readout position (rollout, layer mean, layer max), whether it has a
     rationale, ERASER comprehensiveness / sufficiency (:func:`~qkov.language.metrics.eraser`:
@@ -171,7 +174,13 @@ def evaluate_classifier(model: Decoder, data: TokenBatch, fraction: float = ERAS
     rationale of token and IOU F1 is the top k tokens by rollout, k the mean number of
     rationale tokens of the examples that have any (:func:`plausibility_k`). ``readout``: the
     position the model classifies at ("first_pad", the slot after the input, or "last", its
-    last token)."""
+    last token). ``attention_row "padded_end"``: the attention on the rationale (the three
+    ways) is read instead as the authors' HateXplain notebooks read it, from the last
+    position of the row padded to the model's ``max_len``, padding included in the rollout -
+    a padding slot the classifier never reads; offered to reproduce their numbers, not as a
+    measure of the readout."""
+    if attention_row not in ATTENTION_ROWS:
+        raise ValueError(f"attention_row: expected one of {ATTENTION_ROWS}, got {attention_row!r}")
     model.eval()
     device = next(model.parameters()).device
     pad_id = model.config.pad_id
@@ -194,6 +203,13 @@ def evaluate_classifier(model: Decoder, data: TokenBatch, fraction: float = ERAS
         for method in ATTENTION_METHODS:
             found[f"attention_{method}"] = rationale_attention_mass(
                 out.attentions, chunk.rationale, out.readout_index, chunk.attention_mask, method)
+        if attention_row == "padded_end":
+            full = chunk.widened(model.config.max_len, pad_id)
+            end = model(full.tokens, full.attention_mask, readout=readout)
+            last = torch.full((len(chunk),), model.config.max_len - 1, device=device)
+            for method in ATTENTION_METHODS:
+                found[f"attention_{method}"] = rationale_attention_mass(
+                    end.attentions, full.rationale, last, None, method)
         found.update(eraser(predict_proba, chunk.tokens, chunk.attention_mask, chunk.labels,
                             out.attentions, out.readout_index, fraction, pad_id))
         scores = attention_rollout(out.attentions, chunk.attention_mask)[rows, out.readout_index]
@@ -234,7 +250,7 @@ def run_classifier(config: DecoderConfig, train: TokenBatch, test: TokenBatch, s
                    base_setup: Mapping, qk_multiplier: float, embedding_multiplier: float,
                    device: str, fraction: float, bins: int = 5,
                    progress: bool = True, faster_weight_decay: float | None = None,
-                   readout: str = "first_pad"):
+                   readout: str = "first_pad", attention_row: str = "readout"):
     """Train and measure both conditions for every seed. Returns the rows (one per condition
     and seed), per condition the attention-vs-probability heatmap of all seeds' test
     examples with a rationale (percent), and per run (condition, seed, the per-example
@@ -247,7 +263,8 @@ def run_classifier(config: DecoderConfig, train: TokenBatch, test: TokenBatch, s
             model = Decoder(config, generator=seeding.init_generator(seed))
             history = train_classifier(model, train, setup, device=device, progress=progress,
                                        readout=readout)
-            measured = evaluate_classifier(model, test, fraction, readout=readout)
+            measured = evaluate_classifier(model, test, fraction, readout=readout,
+                                           attention_row=attention_row)
             rows.append(classifier_row(condition, seed, history, measured))
             runs.append((condition, seed, measured))
             keep = measured["has_rationale"] > 0
