@@ -325,3 +325,71 @@ def test_token_batches_check_their_shapes():
     assert sorted(torch.cat([b.labels for b in parts]).tolist()) == [0, 1, 2]
     assert batch.lengths.tolist() == [6, 3, 1]
     assert math.isclose(len(batch.select(slice(0, 2))), 2)
+
+
+# --- the authors' SQuAD settings: dropout, tied output, label smoothing, accumulation ---------
+
+
+def copy_task(n=64):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(3, V, (n,), generator=g)
+    tokens = torch.stack([torch.full((n,), 1), x, torch.full((n,), 2), x], 1)
+    mask = torch.ones_like(tokens, dtype=torch.bool)
+    loss_mask = torch.zeros_like(mask)
+    loss_mask[:, 3] = True
+    return TokenBatch(tokens=tokens, attention_mask=mask, loss_mask=loss_mask)
+
+
+def test_dropout_acts_in_training_only_and_the_patterns_are_undropped():
+    tokens, mask = sample()
+    model = decoder(dropout=0.5)
+    model.train()
+    first, second = model(tokens, mask), model(tokens, mask)
+    assert not torch.equal(first.logits, second.logits)
+    torch.testing.assert_close(first.attentions[0].sum(-1), torch.ones(3, 2, T))
+    model.eval()
+    assert torch.equal(model(tokens, mask).logits, model(tokens, mask).logits)
+    with pytest.raises(ValueError, match="DecoderConfig.dropout"):
+        decoder(dropout=1.0)
+
+
+def test_a_tied_output_layer_is_the_token_embedding():
+    model = decoder(tie_output=True)
+    assert model.head.weight is model.token_embedding.weight
+    names = [name for name, _ in model.named_parameters()]
+    assert "head.weight" not in names and "head.bias" in names
+    with pytest.raises(ValueError, match="tie_output"):
+        decoder(tie_output=True, n_classes=2)
+
+
+def test_the_embeddings_can_have_their_own_weight_decay():
+    groups = {g["circuit"]: g for g in parameter_groups(decoder(), base_lr=0.1,
+                                                          weight_decay=0.05,
+                                                          embedding_weight_decay=0.0)}
+    assert groups["embedding"]["weight_decay"] == 0 and groups["other"]["weight_decay"] == 0.05
+
+
+def test_label_smoothing_is_that_of_the_cross_entropy():
+    data = copy_task(8)
+    model = decoder()
+    hidden, _ = model.features(data.tokens, data.attention_mask)
+    logits = model.head(hidden[:, 2])
+    expected = F.cross_entropy(logits, data.tokens[:, 3], label_smoothing=0.1)
+    torch.testing.assert_close(answer_loss(model, data, 0.1), expected)
+
+
+def test_two_accumulated_batches_make_the_step_of_one_twice_as_large():
+    data = copy_task(64)
+    runs = {}
+    for batch_size, accumulation in ((16, 1), (8, 2)):
+        model = decoder().double()
+        setup = TrainingSetup(lr=1e-2, epochs=2, batch_size=batch_size, seed=3,
+                              accumulation_steps=accumulation, schedule="constant",
+                              warmup_fraction=0.0)
+        history = train_language_model(model, data, setup, progress=False)
+        runs[accumulation] = (model, history)
+    assert runs[1][1].steps == runs[2][1].steps == 8
+    for (name, a), b in zip(runs[1][0].named_parameters(), runs[2][0].parameters()):
+        torch.testing.assert_close(a, b, msg=name)
+    with pytest.raises(ValueError, match="accumulation_steps"):
+        TrainingSetup(accumulation_steps=0)

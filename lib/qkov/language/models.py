@@ -54,6 +54,11 @@ class DecoderConfig:
     # False: padding keys are attended like any other (causal mask only), as in the authors'
     # HateXplain notebooks; the readout slot then also attends to itself
     mask_padding: bool = True
+    # Dropout in training on the embeddings, the attention weights and the MLP (the authors'
+    # SQuAD model: 0.2); the measured patterns are the undropped ones
+    dropout: float = 0.0
+    # The next-token head's weight is the token embedding (the authors' SQuAD model)
+    tie_output: bool = False
 
     def __post_init__(self):
         def positive(name, minimum=1):
@@ -78,6 +83,13 @@ class DecoderConfig:
                                  f"{getattr(self, name)!r}")
         if self.n_classes is not None:
             positive("n_classes", 2)
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) \
+                or not 0 <= self.dropout < 1:
+            raise ValueError(f"DecoderConfig.dropout: expected a number in [0, 1), got "
+                             f"{self.dropout!r}")
+        if not isinstance(self.tie_output, bool) or self.tie_output and self.n_classes is not None:
+            raise ValueError(f"DecoderConfig.tie_output: expected True (a next-token model only, "
+                             f"n_classes None) or False, got {self.tie_output!r}")
 
 
 @dataclass
@@ -104,8 +116,9 @@ def readout_positions(attention_mask: torch.Tensor, readout: str) -> torch.Tenso
 class Attention(nn.Module):
     """Multi-head causal self-attention with separate W_Q, W_K, W_V, W_O (no biases)."""
 
-    def __init__(self, d_model: int, n_heads: int, d_head: int):
+    def __init__(self, d_model: int, n_heads: int, d_head: int, dropout: float = 0.0):
         super().__init__()
+        self.dropout = nn.Dropout(dropout) if dropout else nn.Identity()
         self.W_Q = nn.Parameter(torch.empty(n_heads, d_model, d_head))
         self.W_K = nn.Parameter(torch.empty(n_heads, d_model, d_head))
         self.W_V = nn.Parameter(torch.empty(n_heads, d_model, d_head))
@@ -119,7 +132,7 @@ class Attention(nn.Module):
         scores = torch.einsum("bhqe,bhke->bhqk", q, k) * self.scale
         scores = scores.masked_fill(~allowed[:, None], float("-inf"))
         pattern = torch.softmax(scores, -1)
-        out = torch.einsum("bhqk,bhke,hed->bqd", pattern, v, self.W_O)
+        out = torch.einsum("bhqk,bhke,hed->bqd", self.dropout(pattern), v, self.W_O)
         return out, pattern
 
 
@@ -129,11 +142,15 @@ class Block(nn.Module):
         self.config = config
         pre = config.layer_norm == "pre"
         self.ln_attn = nn.LayerNorm(config.d_model) if pre else nn.Identity()
-        self.attn = Attention(config.d_model, config.n_heads, config.d_head)
+        self.attn = Attention(config.d_model, config.n_heads, config.d_head, config.dropout)
         if config.d_mlp:
             self.ln_mlp = nn.LayerNorm(config.d_model) if pre else nn.Identity()
+            # Dropout after the GELU and after the output (the authors' SQuAD model); none
+            # where dropout is 0, so the layers keep their names
+            dropped = [nn.Dropout(config.dropout)] if config.dropout else []
             self.mlp = nn.Sequential(nn.Linear(config.d_model, config.d_mlp), nn.GELU(),
-                                     nn.Linear(config.d_mlp, config.d_model))
+                                     *dropped, nn.Linear(config.d_mlp, config.d_model),
+                                     *dropped)
         else:
             self.mlp = None
 
@@ -162,6 +179,9 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(Block(config) for _ in range(config.n_layers))
         self.ln_final = nn.LayerNorm(config.d_model) if config.layer_norm == "pre" else nn.Identity()
         self.head = nn.Linear(config.d_model, config.n_classes or config.vocab_size)
+        if config.tie_output:
+            self.head.weight = self.token_embedding.weight
+        self.embedding_dropout = nn.Dropout(config.dropout) if config.dropout else nn.Identity()
         self._initialise(generator)
         if embedding_init is not None:
             expected = (config.vocab_size, config.d_model)
@@ -221,6 +241,7 @@ class Decoder(nn.Module):
         allowed = allowed | (empty & torch.eye(T, dtype=torch.bool, device=tokens.device))
 
         x = self.token_embedding(tokens) + self.position_embedding.weight[:T]
+        x = self.embedding_dropout(x)
         attentions = []
         for block in self.layers:
             x, pattern = block(x, allowed)
@@ -244,13 +265,15 @@ def circuit_of(name: str) -> str:
 
 def parameter_groups(model: nn.Module, *, base_lr: float, qk_multiplier: float = 1.0,
                      embedding_multiplier: float = 1.0, weight_decay: float = 0.0,
-                     position_multiplier: float | None = None) -> list[dict]:
+                     position_multiplier: float | None = None,
+                     embedding_weight_decay: float | None = None) -> list[dict]:
     """Optimizer parameter groups: W_Q, W_K at ``base_lr * qk_multiplier``, token and position
     embeddings at ``base_lr * embedding_multiplier``, everything else at ``base_lr``; every
     parameter in exactly one group. Each group records its ``circuit`` and ``multiplier``.
     With ``position_multiplier`` the position embedding is a group of its own ("position") at
     ``base_lr * position_multiplier`` (the authors' notebooks keep it at the base rate while
-    the token embedding learns faster)."""
+    the token embedding learns faster). ``embedding_weight_decay``: the embeddings' own decay
+    (None: ``weight_decay``; the authors' SQuAD notebooks: 0)."""
     for name, value in (("base_lr", base_lr), ("qk_multiplier", qk_multiplier),
                         ("embedding_multiplier", embedding_multiplier),
                         ("position_multiplier", 1.0 if position_multiplier is None
@@ -271,7 +294,14 @@ def parameter_groups(model: nn.Module, *, base_lr: float, qk_multiplier: float =
             if position_multiplier is not None and name.startswith("position_embedding."):
                 circuit = "position"
             members[circuit].append(param)
-    return [{"params": params, "lr": base_lr * multipliers[circuit], "weight_decay": weight_decay,
+    decay = {circuit: weight_decay for circuit in multipliers}
+    if embedding_weight_decay is not None:
+        if isinstance(embedding_weight_decay, bool) or not isinstance(
+                embedding_weight_decay, (int, float)) or not embedding_weight_decay >= 0:
+            raise ValueError(f"embedding_weight_decay: expected None or a number >= 0, got "
+                             f"{embedding_weight_decay!r}")
+        decay["embedding"] = embedding_weight_decay
+    return [{"params": params, "lr": base_lr * multipliers[circuit], "weight_decay": decay[circuit],
              "circuit": circuit, "multiplier": multipliers[circuit]}
             for circuit, params in members.items() if params]
 
@@ -279,11 +309,13 @@ def parameter_groups(model: nn.Module, *, base_lr: float, qk_multiplier: float =
 def make_optimizer(model: nn.Module, kind: str = "adamw", *, lr: float, weight_decay: float = 0.0,
                    momentum: float = 0.0, qk_multiplier: float = 1.0,
                    embedding_multiplier: float = 1.0,
-                   position_multiplier: float | None = None) -> torch.optim.Optimizer:
+                   position_multiplier: float | None = None,
+                   embedding_weight_decay: float | None = None) -> torch.optim.Optimizer:
     """AdamW or SGD (with ``momentum``) on :func:`parameter_groups`."""
     groups = parameter_groups(model, base_lr=lr, qk_multiplier=qk_multiplier,
                               embedding_multiplier=embedding_multiplier, weight_decay=weight_decay,
-                              position_multiplier=position_multiplier)
+                              position_multiplier=position_multiplier,
+                              embedding_weight_decay=embedding_weight_decay)
     if kind == "adamw":
         return torch.optim.AdamW(groups, lr=lr)
     if kind == "sgd":

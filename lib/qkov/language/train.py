@@ -62,6 +62,9 @@ class TrainingSetup:
     # The position embedding at lr * this instead (None: with the token embedding); the
     # real-data pipelines follow the authors' notebooks, which keep it at the base rate
     position_multiplier: float | None = None
+    embedding_weight_decay: float | None = None  # the embeddings' own (None: weight_decay)
+    label_smoothing: float = 0.0  # of the next-token loss (the authors' SQuAD: 0.1)
+    accumulation_steps: int = 1  # batches per optimizer step (the authors' SQuAD: 2)
     epochs: int = 1
     batch_size: int = 32
     schedule: str = "cosine"  # "cosine", "one_cycle" or "constant", stepped per batch
@@ -93,6 +96,13 @@ class TrainingSetup:
         if self.position_multiplier is not None and not (
                 is_number(self.position_multiplier) and self.position_multiplier > 0):
             fail("position_multiplier", "None or a finite number > 0")
+        if self.embedding_weight_decay is not None and not (
+                is_number(self.embedding_weight_decay) and self.embedding_weight_decay >= 0):
+            fail("embedding_weight_decay", "None or a number >= 0")
+        if not is_number(self.label_smoothing) or not 0 <= self.label_smoothing < 1:
+            fail("label_smoothing", "a number in [0, 1)")
+        if not is_int(self.accumulation_steps) or self.accumulation_steps < 1:
+            fail("accumulation_steps", "an integer >= 1")
         if not is_number(self.weight_decay) or self.weight_decay < 0:
             fail("weight_decay", "a number >= 0")
         if not is_number(self.momentum) or not 0 <= self.momentum < 1:
@@ -135,7 +145,7 @@ def classification_loss(model, batch: TokenBatch, readout: str) -> torch.Tensor:
     return F.cross_entropy(logits, batch.labels)
 
 
-def answer_loss(model, batch: TokenBatch) -> torch.Tensor:
+def answer_loss(model, batch: TokenBatch, label_smoothing: float = 0.0) -> torch.Tensor:
     """Next-token cross-entropy on the positions ``loss_mask`` marks: the logits at t-1
     predict token t, counted where ``loss_mask[:, t]`` (e.g. the answer after "A:")."""
     targets = batch.loss_mask[:, 1:] & batch.attention_mask[:, 1:]
@@ -143,7 +153,8 @@ def answer_loss(model, batch: TokenBatch) -> torch.Tensor:
         raise ValueError("loss_mask: no target token in this batch")
     hidden, _ = model.features(batch.tokens, batch.attention_mask)
     # The head only where a target is: at every position it would be [B, T, vocabulary].
-    return F.cross_entropy(model.head(hidden[:, :-1][targets]), batch.tokens[:, 1:][targets])
+    return F.cross_entropy(model.head(hidden[:, :-1][targets]), batch.tokens[:, 1:][targets],
+                           label_smoothing=label_smoothing)
 
 
 def _train(model, data: TokenBatch, setup: TrainingSetup, device, eval_fn, progress,
@@ -159,8 +170,11 @@ def _train(model, data: TokenBatch, setup: TrainingSetup, device, eval_fn, progr
     optimizer = make_optimizer(model, setup.optimizer, lr=setup.lr, weight_decay=setup.weight_decay,
                                momentum=setup.momentum, qk_multiplier=setup.qk_multiplier,
                                embedding_multiplier=setup.embedding_multiplier,
-                               position_multiplier=setup.position_multiplier)
-    steps_per_epoch = math.ceil(len(data) / setup.batch_size)
+                               position_multiplier=setup.position_multiplier,
+                               embedding_weight_decay=setup.embedding_weight_decay)
+    batches_per_epoch = math.ceil(len(data) / setup.batch_size)
+    # An optimizer step every accumulation_steps batches, and after an epoch's last batch
+    steps_per_epoch = math.ceil(batches_per_epoch / setup.accumulation_steps)
     schedule = make_schedule(optimizer, setup.schedule, total_steps=setup.epochs * steps_per_epoch,
                              warmup_fraction=setup.warmup_fraction)
     order = seeding.generator(seeding.derived_seed(setup.seed, "data"))
@@ -172,19 +186,29 @@ def _train(model, data: TokenBatch, setup: TrainingSetup, device, eval_fn, progr
     for _ in range(setup.epochs):
         model.train()
         total, rows = 0.0, 0
-        for batch in data.batches(setup.batch_size, order):
+        accumulate = setup.accumulation_steps
+        for number, batch in enumerate(data.batches(setup.batch_size, order), 1):
             if setup.trim_padding:
                 batch = batch.trimmed()
             loss = loss_fn(model, batch)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"training loss became {loss.item()} at step "
                                          f"{history.steps}; lower the learning rate")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            if accumulate == 1:
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+            else:
+                (loss / accumulate).backward()
+                if number % accumulate and number < batches_per_epoch:
+                    total += loss.item() * len(batch)
+                    rows += len(batch)
+                    continue
             if setup.grad_clip is not None:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), setup.grad_clip)
             optimizer.step()
             schedule.step()
+            if accumulate > 1:
+                optimizer.zero_grad(set_to_none=True)
             history.steps += 1
             total += loss.item() * len(batch)
             rows += len(batch)
@@ -233,4 +257,5 @@ def train_language_model(model, data: TokenBatch, setup: TrainingSetup, device: 
         raise ValueError("model: expected a next-token model (DecoderConfig.n_classes None)")
     if not (data.loss_mask[:, 1:] & data.attention_mask[:, 1:]).any():
         raise ValueError("loss_mask: marks no real token after the first position")
-    return _train(model, data, setup, device, eval_fn, progress, answer_loss, desc, position)
+    return _train(model, data, setup, device, eval_fn, progress,
+                  lambda m, b: answer_loss(m, b, setup.label_smoothing), desc, position)
