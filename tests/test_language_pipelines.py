@@ -330,3 +330,27 @@ def test_the_authors_hatexplain_measurement_is_an_option(tmp_path):
     assert rows["ours"][0]["attention_rollout"] != rows["theirs"][0]["attention_rollout"]
     with pytest.raises(ParameterError, match="attention_row"):
         language_hatexplain.Parameters(attention_row="last")
+
+
+def test_squad_attention_averages_the_steps_that_write_the_answer(tmp_path):
+    """With empty answers the one step is the first: the same as answer_attention's; with
+    answers, one value per prompt, a share."""
+    from qkov import seeding
+    from qkov.language.models import Decoder
+
+    train = write_squad(tmp_path / "train-v2.0.json")
+    dev = write_squad(tmp_path / "dev-v2.0.json")
+    glove = write_glove(tmp_path / "glove.txt", ["the", "normans", "France", "what"], dim=8)
+    p = language_squad.Parameters(squad_train=str(train), squad_dev=str(dev),
+                                  glove_path=str(glove), vocab_size=400, d_mlp=16, n_layers=2,
+                                  max_length=64, **TINY)
+    prepared = language_squad.prepare(p)
+    model = Decoder(prepared.config, generator=seeding.init_generator(1)).eval()
+    first = language_squad.answer_attention(model, prepared.prompts)
+    empty = language_squad.step_attention(model, prepared.prompts, [[]] * len(prepared.prompts))
+    for key, values in empty.items():
+        np.testing.assert_allclose(values, first[key], atol=1e-6)
+    answers = language_squad.generate(model, prepared.prompts, 3, prepared.tokenizer.eos_id)
+    stepped = language_squad.step_attention(model, prepared.prompts, answers)
+    assert all(v.shape == (len(prepared.prompts),) and ((v >= 0) & (v <= 1 + 1e-9)).all()
+               for v in stepped.values())

@@ -4,9 +4,11 @@ embeddings) reads "Q: <question> C: <context> A:" and writes the answer; it is t
 answer tokens only (AdamW, one-cycle schedule), faster QK (``W_Q``, ``W_K`` at 20x the base
 learning rate) against matched learning rates, seeds 1234-1238. Measured on the answerable
 dev questions: token F1 and exact match of the greedy answer (the official SQuAD scoring,
-best over the gold answers), the attention from the last prompt token - the position that
-writes the answer's first token - on the answer's span in the context, ERASER's plausibility
-against that span and its comprehensiveness and sufficiency for the answer's first token.
+best over the gold answers), the attention on the answer's span in the context from the
+last token at every step that writes the greedy answer, averaged over the steps as in the
+authors' notebooks (``attention_over "first"``: the first step alone), and, at the first
+step, ERASER's plausibility against that span and its comprehensiveness and sufficiency for
+the answer's first token.
 As in the authors' notebooks the context is cut to ``crop_chars`` characters around the first
 gold answer (dev questions too), weight decay is 0.05 and gradients are clipped at 0.5.
 
@@ -80,6 +82,13 @@ SPEC = FigureSpec(id="language-squad", reproduces="paper section 5 (SQuAD)",
 
 
 GOLDS = ("all", "first")
+ATTENTION_STEPS = ("answer", "first")
+
+
+def steps_choice(name: str, value) -> str:
+    if value not in ATTENTION_STEPS:
+        raise ParameterError(name, f"expected one of {list(ATTENTION_STEPS)}, got {value!r}")
+    return value
 
 
 def gold_choice(name: str, value) -> str:
@@ -137,6 +146,9 @@ class Parameters(FigureParameters):
     # "all": the best over the gold answers (the official script); "first": the first gold
     # answer alone, as the authors' notebooks score
     score_against: str = parameter("all", gold_choice)
+    # "answer": the attention on the span averaged over the steps that write the greedy
+    # answer, as the authors' notebooks average it; "first": the first step's alone
+    attention_over: str = parameter("answer", steps_choice)
     eval_limit: int | None = parameter(None, pipelines.optional_count)  # first N dev questions
     device: str = parameter("auto", pipelines.device_name)
     artifacts_dir: str | None = parameter(None, optional_path)
@@ -309,6 +321,41 @@ def generate(model: Decoder, prompts: pipelines.TokenBatch, max_new: int, eos_id
 
 
 @torch.no_grad()
+def step_attention(model: Decoder, prompts: pipelines.TokenBatch, generated: list[list[int]],
+                   batch_size: int = 128) -> dict[str, np.ndarray]:
+    """Per dev prompt: the attention on the answer span (three ways) from the last token at
+    every step that wrote a token of the greedy answer ``generated`` (at least the first
+    step), averaged over those steps - as the authors' notebooks average it over the steps
+    of generation."""
+    device = next(model.parameters()).device
+    rows, spans, owner = [], [], []
+    for i in range(len(prompts)):
+        length = int(prompts.attention_mask[i].sum())
+        prompt = prompts.tokens[i, :length].tolist()
+        span = prompts.rationale[i, :length].tolist()
+        steps = max(1, min(len(generated[i]), model.config.max_len - length))
+        for s in range(steps):  # the input that wrote the answer's token s
+            rows.append(prompt + generated[i][:s])
+            spans.append(span + [False] * s)
+            owner.append(i)
+    batch = pipelines.padded_batch(rows, max(map(len, rows)), model.config.pad_id,
+                                   rationale=spans)
+    per_step: dict[str, list] = {}
+    for chunk in batch.batches(batch_size):
+        chunk = chunk.trimmed(spare=0).to(device)
+        out = model(chunk.tokens, chunk.attention_mask, readout="last")
+        for method in ATTENTION_METHODS:
+            per_step.setdefault(method, []).append(rationale_attention_mass(
+                out.attentions, chunk.rationale, out.readout_index, chunk.attention_mask,
+                method).double().cpu().numpy())
+    owner = np.array(owner)
+    counts = np.bincount(owner, minlength=len(prompts))
+    return {f"attention_{method}": np.bincount(owner, np.concatenate(values),
+                                               minlength=len(prompts)) / counts
+            for method, values in per_step.items()}
+
+
+@torch.no_grad()
 def answer_attention(model: Decoder, prompts: pipelines.TokenBatch,
                      fraction: float = ERASER_FRACTION, batch_size: int = 128
                      ) -> dict[str, np.ndarray]:
@@ -373,12 +420,14 @@ def run(p: Parameters, prepared: Prepared, progress: bool = True):
                 model.token_embedding.weight[prepared.found] = prepared.embedding[prepared.found]
             history = train_language_model(model, prepared.train, setup, device=device,
                                            progress=progress)
-            answers = [prepared.tokenizer.decode(ids).strip() for ids in
-                       generate(model, prepared.prompts, p.max_answer_tokens,
-                                prepared.tokenizer.eos_id)]
+            generated = generate(model, prepared.prompts, p.max_answer_tokens,
+                                 prepared.tokenizer.eos_id)
+            answers = [prepared.tokenizer.decode(ids).strip() for ids in generated]
             golds = prepared.golds if p.score_against == "all" else [g[:1] for g in prepared.golds]
             scores = np.array([squad_scores(a, g) for a, g in zip(answers, golds)])
             measured = answer_attention(model, prepared.prompts, p.top_fraction)
+            if p.attention_over == "answer":
+                measured.update(step_attention(model, prepared.prompts, generated))
             row = {"condition": condition, "seed": seed, "train_loss": history.loss[-1],
                    "exact_match": float(scores[:, 0].mean()), "f1": float(scores[:, 1].mean()),
                    "n_eval": len(answers)}
