@@ -393,3 +393,17 @@ def test_two_accumulated_batches_make_the_step_of_one_twice_as_large():
         torch.testing.assert_close(a, b, msg=name)
     with pytest.raises(ValueError, match="accumulation_steps"):
         TrainingSetup(accumulation_steps=0)
+
+
+def test_attention_biases_start_at_zero_and_learn_at_the_base_rate():
+    model = decoder(attention_bias=True)
+    biases = {name: p for name, p in model.named_parameters() if name.split(".")[-1] in
+              ("b_Q", "b_K", "b_V", "b_O")}
+    assert len(biases) == 4 and all(not p.any() for p in biases.values())
+    assert {circuit_of(name) for name in biases} == {"other"}
+    tokens, mask = sample()
+    model(tokens, mask).logits.sum().backward()
+    assert biases["layers.0.attn.b_V"].grad.abs().sum() > 0
+    # the weights are drawn as without biases
+    plain = decoder()
+    torch.testing.assert_close(plain.layers[0].attn.W_Q, model.layers[0].attn.W_Q)

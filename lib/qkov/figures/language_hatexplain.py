@@ -87,6 +87,7 @@ class Parameters(FigureParameters):
     # slot of the row padded to max_length - a padding slot: mask_padding False,
     # attention_row "padded_end" reproduce that; the defaults read the classifier's readout
     mask_padding: bool = parameter(True, boolean)
+    attention_bias: bool = parameter(True, boolean)  # b_Q, b_K, b_V, b_O at the base rate (the authors')
     attention_row: str = parameter("readout", attention_row_name)
     top_fraction: float = parameter(ERASER_FRACTION, number, above=0)  # ERASER top-k share
     train_limit: int | None = parameter(None, pipelines.optional_count)  # first N training posts
@@ -148,6 +149,7 @@ def prepare(p: Parameters) -> Prepared:
     config = DecoderConfig(vocab_size=tokenizer.vocab_size, max_len=p.max_length,
                            d_model=p.d_model, n_heads=p.n_heads, d_head=p.d_head, d_mlp=p.d_mlp,
                            n_layers=p.n_layers, layer_norm="none", mask_padding=p.mask_padding,
+                           attention_bias=p.attention_bias,
                            n_classes=len(HATEXPLAIN_LABELS),
                            pad_id=tokenizer.pad_id)
     return Prepared(data, tokenizer, encode(train_posts, tokenizer, p.max_length),

@@ -59,6 +59,9 @@ class DecoderConfig:
     dropout: float = 0.0
     # The next-token head's weight is the token embedding (the authors' SQuAD model)
     tie_output: bool = False
+    # Biases b_Q, b_K, b_V ([heads, d_head]) and b_O ([d_model]), zero at first, learning at
+    # the base rate (the authors' HateXplain model)
+    attention_bias: bool = False
 
     def __post_init__(self):
         def positive(name, minimum=1):
@@ -77,7 +80,7 @@ class DecoderConfig:
         if self.layer_norm not in LAYER_NORMS:
             raise ValueError(f"DecoderConfig.layer_norm: expected one of {LAYER_NORMS}, "
                              f"got {self.layer_norm!r}")
-        for name in ("residual", "mask_padding"):
+        for name in ("residual", "mask_padding", "attention_bias"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"DecoderConfig.{name}: expected True or False, got "
                                  f"{getattr(self, name)!r}")
@@ -116,24 +119,32 @@ def readout_positions(attention_mask: torch.Tensor, readout: str) -> torch.Tenso
 class Attention(nn.Module):
     """Multi-head causal self-attention with separate W_Q, W_K, W_V, W_O (no biases)."""
 
-    def __init__(self, d_model: int, n_heads: int, d_head: int, dropout: float = 0.0):
+    def __init__(self, d_model: int, n_heads: int, d_head: int, dropout: float = 0.0,
+                 bias: bool = False):
         super().__init__()
         self.dropout = nn.Dropout(dropout) if dropout else nn.Identity()
         self.W_Q = nn.Parameter(torch.empty(n_heads, d_model, d_head))
         self.W_K = nn.Parameter(torch.empty(n_heads, d_model, d_head))
         self.W_V = nn.Parameter(torch.empty(n_heads, d_model, d_head))
         self.W_O = nn.Parameter(torch.empty(n_heads, d_head, d_model))
+        if bias:
+            for name in ("b_Q", "b_K", "b_V"):
+                setattr(self, name, nn.Parameter(torch.zeros(n_heads, 1, d_head)))
+            self.b_O = nn.Parameter(torch.zeros(d_model))
+        self.bias = bias
         self.scale = 1.0 / math.sqrt(d_head)
 
     def forward(self, x: torch.Tensor, allowed: torch.Tensor):
         q = torch.einsum("btd,hde->bhte", x, self.W_Q)
         k = torch.einsum("btd,hde->bhte", x, self.W_K)
         v = torch.einsum("btd,hde->bhte", x, self.W_V)
+        if self.bias:
+            q, k, v = q + self.b_Q, k + self.b_K, v + self.b_V
         scores = torch.einsum("bhqe,bhke->bhqk", q, k) * self.scale
         scores = scores.masked_fill(~allowed[:, None], float("-inf"))
         pattern = torch.softmax(scores, -1)
         out = torch.einsum("bhqk,bhke,hed->bqd", self.dropout(pattern), v, self.W_O)
-        return out, pattern
+        return (out + self.b_O if self.bias else out), pattern
 
 
 class Block(nn.Module):
@@ -142,7 +153,8 @@ class Block(nn.Module):
         self.config = config
         pre = config.layer_norm == "pre"
         self.ln_attn = nn.LayerNorm(config.d_model) if pre else nn.Identity()
-        self.attn = Attention(config.d_model, config.n_heads, config.d_head, config.dropout)
+        self.attn = Attention(config.d_model, config.n_heads, config.d_head, config.dropout,
+                              config.attention_bias)
         if config.d_mlp:
             self.ln_mlp = nn.LayerNorm(config.d_model) if pre else nn.Identity()
             # Dropout after the GELU and after the output (the authors' SQuAD model); none
@@ -194,7 +206,7 @@ class Decoder(nn.Module):
     def _initialise(self, generator):
         with torch.no_grad():
             for name, param in self.named_parameters():
-                if name.endswith("bias"):
+                if name.endswith(("bias", ".b_Q", ".b_K", ".b_V", ".b_O")):
                     param.zero_()
                 elif ".ln_" in name or name.startswith("ln_"):
                     param.fill_(1.0)  # LayerNorm gains
