@@ -379,7 +379,9 @@ def test_label_smoothing_is_that_of_the_cross_entropy():
 
 
 def test_two_accumulated_batches_make_the_step_of_one_twice_as_large():
-    data = copy_task(64)
+    """72 rows: four steps of 16 and a last one of 8, against four of two batches of 8 and a
+    last group of one (weighted as a whole step, as the batch of 8 is)."""
+    data = copy_task(72)
     runs = {}
     for batch_size, accumulation in ((16, 1), (8, 2)):
         model = decoder().double()
@@ -388,7 +390,8 @@ def test_two_accumulated_batches_make_the_step_of_one_twice_as_large():
                               warmup_fraction=0.0)
         history = train_language_model(model, data, setup, progress=False)
         runs[accumulation] = (model, history)
-    assert runs[1][1].steps == runs[2][1].steps == 8
+    assert runs[1][1].steps == runs[2][1].steps == 10
+    assert runs[1][1].loss == pytest.approx(runs[2][1].loss)
     for (name, a), b in zip(runs[1][0].named_parameters(), runs[2][0].parameters()):
         torch.testing.assert_close(a, b, msg=name)
     with pytest.raises(ValueError, match="accumulation_steps"):

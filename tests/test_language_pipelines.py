@@ -3,6 +3,7 @@ test_language_data's writers): a few training steps of both conditions, the metr
 figure and the artifacts; without data, a message and nothing written; on bad data, an error
 before any training."""
 
+import dataclasses
 import json
 
 import nbformat
@@ -111,10 +112,12 @@ def test_squad_pipeline_generates_answers_and_scores_them(tmp_path):
     p = language_squad.Parameters(squad_train=str(train), squad_dev=str(dev),
                                   glove_path=str(glove), vocab_size=400, d_mlp=8, n_layers=2,
                                   max_length=64, max_answer_tokens=3, batch_size=4, lr=1e-3,
-                                  artifacts_dir=str(tmp_path / "out"),
+                                  warmup_steps=1, artifacts_dir=str(tmp_path / "out"),
                                   **{**TINY, "seeds": [1234], "epochs": 1})
     prepared = language_squad.prepare(p)
     assert len(prepared.train) == 12 and len(prepared.prompts) == 12
+    with pytest.raises(ParameterError, match="'warmup_steps': expected fewer than the run's 2 "):
+        language_squad.run(dataclasses.replace(p, warmup_steps=2), prepared, progress=False)
     assert int(prepared.found.sum()) >= 3  # "the", "Normans" (lower-cased match), "France"
     # the answer span marks exactly the tokens of the answer inside the context
     tokenizer, first = prepared.tokenizer, prepared.train_data.examples[0]
@@ -319,23 +322,37 @@ def test_the_authors_hatexplain_measurement_is_an_option(tmp_path):
     hatexplain_files(tmp_path / "Data")
     common = dict(hatexplain_dir=str(tmp_path / "Data"), vocab_size=300, d_mlp=8, lr=1e-3,
                   top_fraction=0.2, max_length=16, **{**TINY, "seeds": [1234]})
-    ours = language_hatexplain.Parameters(**common)
     theirs = language_hatexplain.Parameters(**common, mask_padding=False,
                                             attention_row="padded_end")
-    rows = {}
-    for name, p in (("ours", ours), ("theirs", theirs)):
-        rows[name], _, _ = language_hatexplain.run(p, language_hatexplain.prepare(p),
-                                                   progress=False)
-        check_classifier_rows(rows[name], p.seeds)
-    assert rows["ours"][0]["attention_rollout"] != rows["theirs"][0]["attention_rollout"]
+    from qkov.language import pipelines
+    from qkov.language.metrics import attention_rollout
+
+    prepared = language_hatexplain.prepare(theirs)
+    model = Decoder(prepared.config, generator=init_generator(1)).eval()
+    readout = pipelines.evaluate_classifier(model, prepared.test, 0.2)
+    end = pipelines.evaluate_classifier(model, prepared.test, 0.2, attention_row="padded_end")
+    # by hand: rollout row max_len - 1 of the rows padded to max_len, padding included
+    full = prepared.test.widened(16)
+    with torch.no_grad():
+        rollout = attention_rollout(model(full.tokens, full.attention_mask).attentions)
+    by_hand = (rollout[:, -1] * full.rationale).sum(-1).numpy()
+    np.testing.assert_allclose(end["attention_rollout"], by_hand, atol=1e-6)
+    assert not np.allclose(end["attention_rollout"], readout["attention_rollout"])
+    for key in ("comprehensiveness", "sufficiency", "correct", "auprc"):  # ranked as before
+        np.testing.assert_array_equal(end[key], readout[key])
+    rows, _, _ = language_hatexplain.run(theirs, prepared, progress=False)
+    check_classifier_rows(rows, theirs.seeds)
     with pytest.raises(ParameterError, match="attention_row"):
         language_hatexplain.Parameters(attention_row="last")
 
 
 def test_squad_attention_averages_the_steps_that_write_the_answer(tmp_path):
     """With empty answers the one step is the first: the same as answer_attention's; with
-    answers, one value per prompt, a share."""
+    answers, the mean over the steps."""
+    import torch
+
     from qkov import seeding
+    from qkov.language.metrics import rationale_attention_mass
     from qkov.language.models import Decoder
 
     train = write_squad(tmp_path / "train-v2.0.json")
@@ -350,7 +367,19 @@ def test_squad_attention_averages_the_steps_that_write_the_answer(tmp_path):
     empty = language_squad.step_attention(model, prepared.prompts, [[]] * len(prepared.prompts))
     for key, values in empty.items():
         np.testing.assert_allclose(values, first[key], atol=1e-6)
-    answers = language_squad.generate(model, prepared.prompts, 3, prepared.tokenizer.eos_id)
+    answers = [[7, 8, 9], [], [11]] + [[]] * (len(prepared.prompts) - 3)
     stepped = language_squad.step_attention(model, prepared.prompts, answers)
-    assert all(v.shape == (len(prepared.prompts),) and ((v >= 0) & (v <= 1 + 1e-9)).all()
-               for v in stepped.values())
+    # prompt 0 by hand: the mean over its three steps (prompt, prompt + 7, prompt + 7 8)
+    length = int(prepared.prompts.attention_mask[0].sum())
+    prompt, span = prepared.prompts.tokens[0, :length], prepared.prompts.rationale[0, :length]
+    masses = []
+    for s in range(3):
+        tokens = torch.cat([prompt, torch.tensor([7, 8][:s], dtype=torch.long)])[None]
+        marks = torch.cat([span, torch.zeros(s, dtype=torch.bool)])[None]
+        with torch.no_grad():
+            out = model(tokens, torch.ones_like(tokens, dtype=torch.bool), readout="last")
+        masses.append(float(rationale_attention_mass(out.attentions, marks, out.readout_index,
+                                                     torch.ones_like(marks), "rollout")))
+    assert stepped["attention_rollout"][0] == pytest.approx(np.mean(masses), abs=1e-6)
+    np.testing.assert_allclose(stepped["attention_rollout"][1], first["attention_rollout"][1],
+                               atol=1e-6)

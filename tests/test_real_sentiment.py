@@ -123,7 +123,11 @@ def test_padding_is_never_ranked_or_counted():
     mask = torch.tensor([[True, True, False]])
     human = torch.tensor([[False, True, True]])  # a mark on padding is dropped
     assert top_k_mask(scores, mask, 2).tolist() == [[True, True, False]]
-    assert average_precision(scores, human & mask, mask).item() == pytest.approx(1.0)
+    assert average_precision(scores, human, mask).item() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="k: expected an integer >= 1"):
+        top_k_mask(scores, mask, 0)
+    with pytest.raises(ValueError, match="human: expected a bool tensor of shape"):
+        plausibility(scores, human[:, :2], mask, 1)
 
 
 def test_spans_and_iou_f1():
@@ -156,7 +160,9 @@ def test_a_small_run_measures_every_condition_and_draws(tmp_path):
     prepared = real_sentiment.prepare(p, files())
     # each rationale word's tokens are marked, and only those
     for row, s in zip(prepared.test.rationale, prepared.test_sentences):
-        assert bool(row.any()) == any(s.rationale)
+        words = prepared.tokenizer.encode_words(list(s.words)).word_ids
+        assert row[:len(words)].tolist() == [s.rationale[w] for w in words]
+        assert not row[len(words):].any()
     counts = {(r["split"], r["corpus"]): r for r in real_sentiment.count_rows(prepared)}
     assert counts["test", "all"]["sentences"] == len(prepared.test)
     assert sum(counts["test", "all"][c] for c in ratings.SENTIMENT_LABELS) == len(prepared.test)
@@ -183,3 +189,31 @@ def test_the_fetched_package_holds_the_rated_sentences():
     assert len(data.train) + len(data.test) == 23_703
     assert data.lexicon_words == 7_502
     assert not {s.document for s in data.train} & {s.document for s in data.test}
+
+
+def test_a_real_readout_token_is_never_ranked_into_a_rationale():
+    """Read out at the last token, rollout keeps half of that token's weight on itself: it
+    is left out of the ranking (ERASER's r_k, plausibility's top k)."""
+    from qkov.language.metrics import eraser_rationale, ranked_tokens
+
+    mask = torch.tensor([[True, True, True, True, False]])
+    last = torch.tensor([3])
+    pattern = torch.full((1, 1, 5, 5), 0.2)  # flat attention: the identity decides
+    assert ranked_tokens(mask, last).tolist() == [[True, True, True, False, False]]
+    assert not eraser_rationale([pattern], last, mask, 0.25)[0, 3]
+    first_pad = torch.tensor([4])  # a padding readout: nothing to leave out
+    assert ranked_tokens(mask, first_pad).tolist() == mask.tolist()
+
+
+def test_label_smoothing_is_refused_for_a_classifier():
+    from qkov.language.batches import TokenBatch
+    from qkov.language.models import Decoder, DecoderConfig
+    from qkov.language.train import TrainingSetup, train_classifier
+
+    model = Decoder(DecoderConfig(vocab_size=10, max_len=4, d_model=4, n_heads=1, d_head=4,
+                                  d_mlp=0, n_classes=2))
+    data = TokenBatch(tokens=torch.ones(2, 3, dtype=torch.long),
+                      attention_mask=torch.tensor([[1, 1, 0], [1, 0, 0]]).bool(),
+                      labels=torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match="label_smoothing"):
+        train_classifier(model, data, TrainingSetup(label_smoothing=0.1), progress=False)

@@ -536,8 +536,10 @@ def load_glove_package(words: Sequence[str], folder: str | Path | None = None) -
     columns = parquet.read_table(index_path).columns
     vocabulary = columns[0].to_pylist() if len(columns) == 1 else []
     if len(vocabulary) != len(table) or vocabulary[:1] != ["the"]:
+        rows, first = (len(columns[0]), columns[0][:1].to_pylist()) if columns else (0, [])
         raise DataError(index_path, None, f"expected one column of {len(table):,} words "
-                        "starting with 'the'")
+                        f"starting with 'the', got {len(columns)} column(s) of {rows:,} rows "
+                        f"starting with {first}")
     glove = _matched(words, vocabulary, table)
     if glove.coverage < MIN_GLOVE_COVERAGE * len(words):
         raise DataError(index_path, None, f"expected vectors for at least "

@@ -114,13 +114,17 @@ def top_fraction_mask(scores: torch.Tensor, attention_mask: torch.Tensor,
 
 def top_k_mask(scores: torch.Tensor, attention_mask: torch.Tensor, k) -> torch.Tensor:
     """[B, T] bool: per row, the ``k`` (an int, or [B] ints) real tokens with the highest
-    ``scores`` (all of them where a row has fewer; ties broken towards the earlier
-    position)."""
+    ``scores`` (all of them where a row has fewer; ties broken towards the earlier position -
+    ERASER's scripts, through sklearn, group tied scores instead, which matters only where
+    attention is flat)."""
     if scores.shape != attention_mask.shape:
         raise ValueError(f"scores: expected shape {tuple(attention_mask.shape)}, got "
                          f"{tuple(scores.shape)}")
     B, T = scores.shape
-    k = torch.as_tensor(k, device=scores.device).expand(B)
+    k = torch.as_tensor(k, device=scores.device)
+    if k.dim() > 1 or k.numel() not in (1, B) or (k < 1).any():
+        raise ValueError(f"k: expected an integer >= 1 or {B} of them, got {k.tolist()}")
+    k = k.expand(B)
     # Stable descending order over real tokens; padding sorts last.
     masked = scores.to(torch.float64).masked_fill(~attention_mask, -math.inf)
     order = torch.sort(masked, dim=1, descending=True, stable=True).indices
@@ -144,15 +148,26 @@ def keep_tokens(tokens: torch.Tensor, attention_mask: torch.Tensor, keep: torch.
 ProbabilityFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
+def ranked_tokens(attention_mask: torch.Tensor, readout_index: torch.Tensor) -> torch.Tensor:
+    """[B, T] bool: the tokens a rationale is ranked from - the real tokens, less the
+    readout position where that is a real token (a readout at the last token keeps half of
+    its own rollout weight through the identity, so it would always rank first)."""
+    rows = torch.arange(len(readout_index), device=readout_index.device)
+    ranked = attention_mask.clone()
+    ranked[rows, readout_index] = False
+    return ranked
+
+
 def eraser_rationale(attentions: Sequence[torch.Tensor], readout_index: torch.Tensor,
                      attention_mask: torch.Tensor, fraction: float = ERASER_FRACTION
                      ) -> torch.Tensor:
     """[B, T] bool: the rationale r_k that :func:`eraser` scores, per row the top
-    ``fraction`` of the real tokens (:func:`top_fraction_mask`) ranked by the readout
-    position's row of :func:`attention_rollout`, padding dropped."""
+    ``fraction`` of the ranked tokens (:func:`top_fraction_mask` over :func:`ranked_tokens`:
+    the real tokens but a real readout) ranked by the readout position's row of
+    :func:`attention_rollout`, padding dropped."""
     rows = torch.arange(len(readout_index), device=readout_index.device)
     scores = attention_rollout(attentions, attention_mask)[rows, readout_index]
-    return top_fraction_mask(scores, attention_mask, fraction)
+    return top_fraction_mask(scores, ranked_tokens(attention_mask, readout_index), fraction)
 
 
 def _true_class_probability(predict_proba: ProbabilityFn, tokens, mask, labels) -> torch.Tensor:
@@ -223,6 +238,7 @@ def average_precision(scores: torch.Tensor, human: torch.Tensor, attention_mask:
     the real tokens against the ``human`` marks, as average precision (the mean, over the
     human tokens, of the precision at its rank; ties broken towards the earlier position).
     NaN for a row without human marks."""
+    _check_marks(scores, human, attention_mask)
     masked = scores.to(torch.float64).masked_fill(~attention_mask, -math.inf)
     order = torch.sort(masked, dim=1, descending=True, stable=True).indices
     hits = (human & attention_mask).gather(1, order).to(torch.float64)
@@ -231,6 +247,13 @@ def average_precision(scores: torch.Tensor, human: torch.Tensor, attention_mask:
     found = hits.sum(1)
     return torch.where(found > 0, (precision * hits).sum(1) / found.clamp_min(1),
                        torch.full_like(found, math.nan))
+
+
+def _check_marks(scores, human, attention_mask) -> None:
+    for name, value in (("human", human), ("attention_mask", attention_mask)):
+        if value.shape != scores.shape or value.dtype != torch.bool:
+            raise ValueError(f"{name}: expected a bool tensor of shape {tuple(scores.shape)} "
+                             f"(as scores), got {value.dtype} {tuple(value.shape)}")
 
 
 def plausibility(scores: torch.Tensor, human: torch.Tensor, attention_mask: torch.Tensor,
@@ -242,7 +265,11 @@ def plausibility(scores: torch.Tensor, human: torch.Tensor, attention_mask: torc
     * token F1: of the hard rationale - the top ``k`` real tokens by ``scores``
       (:func:`top_k_mask`; ``k`` an int or [B] ints) - against the human tokens;
     * IOU F1: the same hard rationale, matched span by span (:func:`iou_f1`);
-    * AUPRC: of the soft ``scores`` (:func:`average_precision`)."""
+    * AUPRC: of the soft ``scores`` (:func:`average_precision`).
+
+    ``attention_mask``: the tokens that are ranked (with a real readout,
+    :func:`ranked_tokens`)."""
+    _check_marks(scores, human, attention_mask)
     human = human & attention_mask
     hard = top_k_mask(scores, attention_mask, k)
     right = (hard & human).sum(1).to(torch.float64)

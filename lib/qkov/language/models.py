@@ -284,8 +284,10 @@ def parameter_groups(model: nn.Module, *, base_lr: float, qk_multiplier: float =
     parameter in exactly one group. Each group records its ``circuit`` and ``multiplier``.
     With ``position_multiplier`` the position embedding is a group of its own ("position") at
     ``base_lr * position_multiplier`` (the authors' notebooks keep it at the base rate while
-    the token embedding learns faster). ``embedding_weight_decay``: the embeddings' own decay
-    (None: ``weight_decay``; the authors' SQuAD notebooks: 0)."""
+    the token embedding learns faster). ``embedding_weight_decay``: the decay of the
+    "embedding" group - the token embedding, and the position embedding unless it has a rate
+    of its own - where it differs from ``weight_decay`` (the authors' SQuAD notebooks: 0 for
+    the token embedding, whose position embedding learns and decays with the rest)."""
     for name, value in (("base_lr", base_lr), ("qk_multiplier", qk_multiplier),
                         ("embedding_multiplier", embedding_multiplier),
                         ("position_multiplier", 1.0 if position_multiplier is None

@@ -32,6 +32,7 @@ from .metrics import (
     attention_rollout,
     eraser,
     plausibility,
+    ranked_tokens,
     rationale_attention_mass,
 )
 from .models import Decoder, DecoderConfig
@@ -216,7 +217,8 @@ def evaluate_classifier(model: Decoder, data: TokenBatch, fraction: float = ERAS
         found.update(eraser(predict_proba, chunk.tokens, chunk.attention_mask, chunk.labels,
                             out.attentions, out.readout_index, fraction, pad_id))
         scores = attention_rollout(out.attentions, chunk.attention_mask)[rows, out.readout_index]
-        found.update(plausibility(scores, chunk.rationale, chunk.attention_mask, k))
+        found.update(plausibility(scores, chunk.rationale,
+                                  ranked_tokens(chunk.attention_mask, out.readout_index), k))
         for name, value in found.items():
             parts.setdefault(name, []).append(value.double().cpu().numpy())
     return {name: np.concatenate(values) for name, values in parts.items()}

@@ -147,6 +147,10 @@ def load_ratings(band: float = NEUTRAL_BAND, threshold: float = RATIONALE_VALENC
     if not 0 < train_fraction < 1:
         raise ValueError(f"train_fraction: expected a share in (0, 1), got {train_fraction!r}")
     files = files if files is not None else read_archive()
+    wanted = [LEXICON] + [f"{c}_GroundTruth.txt" for c in CORPORA]
+    if any(name not in files for name in wanted):
+        raise DataError("files", None, f"expected {', '.join(n for n in wanted if n not in files)}"
+                        " among the archive's files")
     lexicon = parse_lexicon(LEXICON, files[LEXICON])
     strong = {w for w, v in lexicon.items() if abs(v) >= threshold}
     rng = random.Random(seed)

@@ -140,6 +140,13 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+def optimizer_steps(rows: int, setup: TrainingSetup) -> int:
+    """The optimizer steps of a run on ``rows`` examples: per epoch one every
+    ``accumulation_steps`` batches, and one after the epoch's last batch."""
+    batches = math.ceil(rows / setup.batch_size)
+    return setup.epochs * math.ceil(batches / setup.accumulation_steps)
+
+
 def classification_loss(model, batch: TokenBatch, readout: str) -> torch.Tensor:
     logits = model(batch.tokens, batch.attention_mask, readout=readout).logits
     return F.cross_entropy(logits, batch.labels)
@@ -173,8 +180,7 @@ def _train(model, data: TokenBatch, setup: TrainingSetup, device, eval_fn, progr
                                position_multiplier=setup.position_multiplier,
                                embedding_weight_decay=setup.embedding_weight_decay)
     batches_per_epoch = math.ceil(len(data) / setup.batch_size)
-    # An optimizer step every accumulation_steps batches, and after an epoch's last batch
-    steps_per_epoch = math.ceil(batches_per_epoch / setup.accumulation_steps)
+    steps_per_epoch = optimizer_steps(len(data), setup) // setup.epochs
     schedule = make_schedule(optimizer, setup.schedule, total_steps=setup.epochs * steps_per_epoch,
                              warmup_fraction=setup.warmup_fraction)
     order = seeding.generator(seeding.derived_seed(setup.seed, "data"))
@@ -187,6 +193,7 @@ def _train(model, data: TokenBatch, setup: TrainingSetup, device, eval_fn, progr
         model.train()
         total, rows = 0.0, 0
         accumulate = setup.accumulation_steps
+        optimizer.zero_grad(set_to_none=True)  # nothing left from an earlier use of the model
         for number, batch in enumerate(data.batches(setup.batch_size, order), 1):
             if setup.trim_padding:
                 batch = batch.trimmed()
@@ -198,7 +205,9 @@ def _train(model, data: TokenBatch, setup: TrainingSetup, device, eval_fn, progr
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
             else:
-                (loss / accumulate).backward()
+                # the mean over the group's batches (the epoch's last group may be smaller)
+                first = (number - 1) // accumulate * accumulate + 1
+                (loss / min(accumulate, batches_per_epoch - first + 1)).backward()
                 if number % accumulate and number < batches_per_epoch:
                     total += loss.item() * len(batch)
                     rows += len(batch)
@@ -235,6 +244,9 @@ def train_classifier(model, data: TokenBatch, setup: TrainingSetup, device: str 
     ``position``: the progress bar (see the module's docstring)."""
     if data.labels is None:
         raise ValueError("training data: labels are required to train a classifier")
+    if setup.label_smoothing:
+        raise ValueError("TrainingSetup.label_smoothing: applies to the next-token loss only; "
+                         "expected 0 for a classifier")
     if model.config.n_classes is None:
         raise ValueError("model: expected a classifier (DecoderConfig.n_classes set)")
     if int(data.labels.max()) >= model.config.n_classes or int(data.labels.min()) < 0:
