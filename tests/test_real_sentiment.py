@@ -217,3 +217,18 @@ def test_label_smoothing_is_refused_for_a_classifier():
                       labels=torch.tensor([0, 1]))
     with pytest.raises(ValueError, match="label_smoothing"):
         train_classifier(model, data, TrainingSetup(label_smoothing=0.1), progress=False)
+
+
+@pytest.mark.parametrize("conditions", [["matched", "faster QK"],
+                                        ["matched", "faster QK", "all faster", "slow OV"]])
+def test_the_figure_has_room_for_any_number_of_conditions(conditions):
+    """The perturbation test draws two conditions, the default three; a reader may ask four."""
+    from qkov import plotting
+
+    records = [{"condition": c, "seed": s, **{m: 0.4 + 0.1 * s for m in real_sentiment.MEASURES}}
+               for c in conditions for s in (1, 2)]
+    fig = real_sentiment.plot(records, {c: np.full((5, 5), 4.0) for c in conditions},
+                              {"majority": 0.44, "uniform": 0.12})
+    rendered = plotting.render(fig)  # at the dpi the published files are drawn at
+    assert rendered.overlaps == []
+    assert plotting.check_text_size("real-sentiment", rendered.sizes) >= plotting.MIN_TEXT_PT

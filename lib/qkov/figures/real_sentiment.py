@@ -407,34 +407,38 @@ def _points(ax, records, conditions, measures, labels):
 def plot(records, maps, baselines: dict):
     """(a) test accuracy, (b) attention on the rationale by rollout, (c) plausibility,
     (d) ERASER scores (the seeds' mean with its 95% interval, each seed a dot), with the
-    baselines as grey lines; below, one attention-vs-probability heatmap per condition
-    (mean over seeds), three a row. ``baselines``: "majority", "uniform" (floats)."""
+    baselines as dotted grey lines (the caption says which); below, one attention-vs-
+    probability heatmap per condition (mean over seeds), three a row. ``baselines``:
+    "majority", "uniform" (floats)."""
     conditions = comparison.conditions_in(records)
     with house_style():
         heat_rows = -(-len(conditions) // HEATMAPS_PER_ROW)
         fig = new_figure(figsize=(COLUMN_WIDTH_IN, 3.0 * 2 + 2.5 * heat_rows + 0.5))
-        grid = fig.add_gridspec(2 + heat_rows, 2 * HEATMAPS_PER_ROW,
-                                height_ratios=[1, 1] + [0.95] * heat_rows)
-        axes = [fig.add_subplot(grid[0, 0:2]), fig.add_subplot(grid[0, 2:6]),
-                fig.add_subplot(grid[1, 0:3]), fig.add_subplot(grid[1, 3:6])]
+        # Two subfigures, each laid out on its own: the panels' column edges above do not
+        # squeeze the heatmaps below (two heatmaps' tick labels met where they did)
+        top, bottom = fig.subfigures(2, 1, height_ratios=[2 * 3.0 + 0.5, 2.5 * heat_rows])
+        grid = top.add_gridspec(2, 6)
+        axes = [top.add_subplot(grid[0, 0:2]), top.add_subplot(grid[0, 2:6]),
+                top.add_subplot(grid[1, 0:3]), top.add_subplot(grid[1, 3:6])]
         _points(axes[0], records, conditions, ["accuracy"], ["accuracy"])
         axes[0].axhline(baselines["majority"], color="grey", linestyle=":", linewidth=1)
-        axes[0].set_title("(a) test accuracy\n(dotted: majority class)")
+        axes[0].set_title("(a) accuracy")
         _points(axes[1], records, conditions, [f"attention_{m}" for m in ATTENTION_METHODS],
                 ["rollout", "layer mean", "layer max"])
         axes[1].axhline(baselines["uniform"], color="grey", linestyle=":", linewidth=1)
-        axes[1].set_title("(b) attention on the rationale words\n(dotted: uniform attention)")
+        axes[1].set_title("(b) attention on the rationale")
         _points(axes[2], records, conditions, list(PLAUSIBILITY_MEASURES),
                 ["token F1", "IOU F1", "AUPRC"])
-        axes[2].set_title("(c) plausibility\nagainst the rationale words")
+        axes[2].set_title("(c) plausibility")
         _points(axes[3], records, conditions, ["comprehensiveness", "sufficiency"],
                 ["comprehen-\nsiveness", "sufficiency"])
         axes[3].axhline(0, color="black", linewidth=0.6)
-        axes[3].set_title("(d) ERASER, top tokens\nby rollout")
+        axes[3].set_title("(d) ERASER")
         for ax in axes[:3]:
             ax.set_ylim(0, 1.02)
-        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside upper center", ncols=4)
-        comparison.draw_heatmaps(fig, grid, 2, maps, conditions, "attention on rationale",
+        top.legend(*axes[0].get_legend_handles_labels(), loc="outside upper center", ncols=4)
+        comparison.draw_heatmaps(bottom, bottom.add_gridspec(heat_rows, 2 * HEATMAPS_PER_ROW),
+                                 0, maps, conditions, "attention on rationale",
                                  "P(true class)", "% of sentences", "efghijklmn")
     return fig
 
