@@ -172,6 +172,13 @@ def boolean(name: str, value: Any) -> bool:
     return value
 
 
+def one_of(name: str, value: Any, *, options) -> Any:
+    """One of ``options`` (a value a notebook names, e.g. a mode)."""
+    if value not in options:
+        raise ParameterError(name, f"expected one of {list(options)}, got {value!r}")
+    return value
+
+
 def optional_number(name: str, value: Any, **limits: Any) -> float | None:
     """``None`` (not given) or a :func:`number` within ``limits``."""
     return None if value is None else number(name, value, **limits)

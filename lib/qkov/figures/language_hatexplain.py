@@ -31,6 +31,7 @@ from ..params import (
     boolean,
     integer,
     number,
+    one_of,
     optional_number,
     optional_path,
     parameter,
@@ -46,13 +47,6 @@ SPEC = FigureSpec(id="language-hatexplain", reproduces="paper section 5 (HateXpl
                   alt=pipelines.classifier_alt("HateXplain", "posts", "rationale", "true class"))
 
 DATASET, DIVISIONS = "dataset.json", "post_id_divisions.json"
-
-
-def attention_row_name(name: str, value) -> str:
-    if value not in pipelines.ATTENTION_ROWS:
-        raise ParameterError(name, f"expected one of {list(pipelines.ATTENTION_ROWS)}, got "
-                             f"{value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -88,7 +82,7 @@ class Parameters(FigureParameters):
     # attention_row "padded_end" reproduce that; the defaults read the classifier's readout
     mask_padding: bool = parameter(True, boolean)
     attention_bias: bool = parameter(True, boolean)  # b_Q, b_K, b_V, b_O at the base rate (the authors')
-    attention_row: str = parameter("readout", attention_row_name)
+    attention_row: str = parameter("readout", one_of, options=pipelines.ATTENTION_ROWS)
     top_fraction: float = parameter(ERASER_FRACTION, number, above=0)  # ERASER top-k share
     train_limit: int | None = parameter(None, pipelines.optional_count)  # first N training posts
     device: str = parameter("auto", pipelines.device_name)

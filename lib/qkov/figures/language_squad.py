@@ -66,6 +66,7 @@ from ..params import (
     boolean,
     integer,
     number,
+    one_of,
     optional_number,
     optional_path,
     parameter,
@@ -89,18 +90,6 @@ SPEC = FigureSpec(id="language-squad", reproduces="paper section 5 (SQuAD)",
 
 GOLDS = ("all", "first")
 ATTENTION_STEPS = ("answer", "first")
-
-
-def steps_choice(name: str, value) -> str:
-    if value not in ATTENTION_STEPS:
-        raise ParameterError(name, f"expected one of {list(ATTENTION_STEPS)}, got {value!r}")
-    return value
-
-
-def gold_choice(name: str, value) -> str:
-    if value not in GOLDS:
-        raise ParameterError(name, f"expected one of {list(GOLDS)}, got {value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -151,10 +140,10 @@ class Parameters(FigureParameters):
     sample_seed: int = parameter(1234, integer, minimum=0)  # draws train_sample
     # "all": the best over the gold answers (the official script); "first": the first gold
     # answer alone, as the authors' notebooks score
-    score_against: str = parameter("all", gold_choice)
+    score_against: str = parameter("all", one_of, options=GOLDS)
     # "answer": the attention on the span averaged over the steps that write the greedy
     # answer, as the authors' notebooks average it; "first": the first step's alone
-    attention_over: str = parameter("answer", steps_choice)
+    attention_over: str = parameter("answer", one_of, options=ATTENTION_STEPS)
     eval_limit: int | None = parameter(None, pipelines.optional_count)  # first N dev questions
     device: str = parameter("auto", pipelines.device_name)
     artifacts_dir: str | None = parameter(None, optional_path)

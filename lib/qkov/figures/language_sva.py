@@ -38,6 +38,7 @@ from ..params import (
     boolean,
     integer,
     number,
+    one_of,
     optional_number,
     optional_path,
     parameter,
@@ -58,12 +59,6 @@ MAX_ATTRACTORS = 4  # attractor counts shown separately (more are pooled with 4)
 # default), or, as the authors' notebooks, the whole sentence, verb included, read out at its
 # last word, with subject and verb as the rationale. The verb's own form then shows its number.
 INPUTS = {"prefix": "first_pad", "sentence": "last"}  # input -> readout position
-
-
-def input_name(name: str, value) -> str:
-    if value not in INPUTS:
-        raise ParameterError(name, f"expected one of {list(INPUTS)}, got {value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -92,7 +87,7 @@ class Parameters(FigureParameters):
     n_heads: int = parameter(4, integer, minimum=1)
     d_head: int = parameter(64, integer, minimum=1)
     residual: bool = parameter(False, boolean)  # the authors' model has no residual connection
-    input: str = parameter("prefix", input_name)  # "sentence": the authors' (verb included)
+    input: str = parameter("prefix", one_of, options=tuple(INPUTS))  # "sentence": the authors'
     top_fraction: float = parameter(ERASER_FRACTION, number, above=0)  # ERASER top-k share
     example_limit: int | None = parameter(None, pipelines.optional_count)  # first N rows of the file
     test_limit: int | None = parameter(None, pipelines.optional_count)  # first N test examples
