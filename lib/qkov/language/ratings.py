@@ -33,6 +33,7 @@ FOLDER = "hutto_ICWSM_2014"
 LEXICON = "vader_sentiment_lexicon.txt"
 # The four rated corpora, as their files are named (<name>_GroundTruth.txt).
 CORPORA = ("tweets", "movieReviewSnippets", "amazonReviewSnippets", "nytEditorialSnippets")
+FILES = (LEXICON, *(f"{c}_GroundTruth.txt" for c in CORPORA))  # what the reader reads
 SENTIMENT_LABELS = ("negative", "neutral", "positive")
 NEUTRAL_BAND = 0.5  # |mean rating| at most this: neutral (the scale runs from -4 to 4)
 RATIONALE_VALENCE = 1.5  # lexicon words rated at least this strongly are the rationale
@@ -129,13 +130,12 @@ def read_archive(path: Path | None = None) -> dict[str, bytes]:
     """The lexicon's and the corpora's files (name -> bytes), read from the nested archive
     of the fetched package (or ``path``, an archive of the same layout)."""
     path = path or unpacked("vader") / ARCHIVE
-    wanted = [LEXICON] + [f"{c}_GroundTruth.txt" for c in CORPORA]
     with tarfile.open(path) as archive:
         members = {Path(m.name).name: m for m in archive.getmembers() if m.isfile()}
-        missing = [w for w in wanted if w not in members]
+        missing = [w for w in FILES if w not in members]
         if missing:
             raise DataError(path, None, f"expected {', '.join(missing)} in the archive")
-        return {w: archive.extractfile(members[w]).read() for w in wanted}
+        return {w: archive.extractfile(members[w]).read() for w in FILES}
 
 
 def load_ratings(band: float = NEUTRAL_BAND, threshold: float = RATIONALE_VALENCE,
@@ -147,9 +147,8 @@ def load_ratings(band: float = NEUTRAL_BAND, threshold: float = RATIONALE_VALENC
     if not 0 < train_fraction < 1:
         raise ValueError(f"train_fraction: expected a share in (0, 1), got {train_fraction!r}")
     files = files if files is not None else read_archive()
-    wanted = [LEXICON] + [f"{c}_GroundTruth.txt" for c in CORPORA]
-    if any(name not in files for name in wanted):
-        raise DataError("files", None, f"expected {', '.join(n for n in wanted if n not in files)}"
+    if any(name not in files for name in FILES):
+        raise DataError("files", None, f"expected {', '.join(n for n in FILES if n not in files)}"
                         " among the archive's files")
     lexicon = parse_lexicon(LEXICON, files[LEXICON])
     strong = {w for w, v in lexicon.items() if abs(v) >= threshold}
