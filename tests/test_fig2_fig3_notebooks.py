@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from conftest import REPO
+from qkov.checks import ParameterError
 from qkov.figures import fig2_controls, paper_fig2, paper_fig3
-from qkov.params import ParameterError
 
 
 def test_fig2_notebook_writes_its_artifacts(run_tool, tmp_path):

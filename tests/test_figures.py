@@ -10,7 +10,7 @@ import pytest
 
 from conftest import REPO
 from qkov import figures
-from qkov.params import ParameterError
+from qkov.checks import ParameterError
 from qkov.spec import Drawing, FigureSpec
 
 NOTEBOOK_IDS = sorted(path.stem for path in (REPO / "notebooks").glob("*.ipynb"))

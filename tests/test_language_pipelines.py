@@ -20,9 +20,9 @@ from test_language_data import (
 
 from conftest import REPO
 from qkov import plotting
+from qkov.checks import ParameterError
 from qkov.figures import language_hatexplain, language_squad, language_sva
 from qkov.language.data import DataError
-from qkov.params import ParameterError
 
 TINY = {"seeds": [1234, 1235], "epochs": 2, "d_model": 8, "n_heads": 2, "d_head": 4,
         "device": "cpu"}

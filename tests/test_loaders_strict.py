@@ -18,9 +18,9 @@ from test_language_data import (
 )
 
 from conftest import REPO
+from qkov.checks import ParameterError
 from qkov.figures import language_hatexplain, language_squad, language_sva
 from qkov.language import data as D
-from qkov.params import ParameterError
 
 # --- agreement TSV --------------------------------------------------------------------------
 

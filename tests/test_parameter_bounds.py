@@ -5,14 +5,15 @@ Nothing here trains or descends at scale: each test makes Parameters, or integra
 reduced ODE (milliseconds), or runs a descent of a few hundred steps.
 """
 
-import re
+import os
 import time
 
 import pytest
 
-import qkov.params
 from conftest import REPO
 from qkov import figures
+from qkov.checks import ParameterError
+from qkov.cost import Work, estimate
 from qkov.figures import (
     paper_fig2,
     paper_fig3,
@@ -21,7 +22,7 @@ from qkov.figures import (
     theory_reduction,
     theory_rescaling,
 )
-from qkov.params import ParameterError
+from qkov.params import FigureParameters
 from qkov.theory import reduced, stylized
 from qkov_tools import sweeps
 
@@ -146,11 +147,12 @@ def test_a_sequence_length_that_would_exhaust_memory_is_refused():
 
 
 def test_the_ratio_sweeps_work_counts_sequence_length():
-    default = theory_ratio_sweep.Parameters().work()
-    longer = theory_ratio_sweep.Parameters(T=4096).work()
+    default = theory_ratio_sweep.Parameters().work().parts
+    longer = theory_ratio_sweep.Parameters(T=4096).work().parts
     main_steps = sum(c.steps for c in theory_ratio_sweep.configs(theory_ratio_sweep.Parameters()))
-    assert longer.amount - default.amount == pytest.approx(main_steps * (4096 / 64 - 1))
-    assert "x T/64" in default.unit
+    assert longer[0].amount - default[0].amount == pytest.approx(main_steps * (4096 / 64 - 1))
+    assert default[0].unit == "model-steps" and "x T/64" in default[0].counted
+    assert longer[1] == default[1]  # the stylized descents do not depend on T
 
 
 # --- the bounds say what is allowed -----------------------------------------------------------
@@ -174,26 +176,38 @@ def test_a_number_yaml_11_reads_as_text_is_the_number():
 
 
 @pytest.mark.parametrize("module", COSTED, ids=lambda m: m.SPEC.id)
-def test_the_default_run_is_costed_at_its_recorded_time(module):
-    line = module.Parameters().cost()
-    assert line.startswith("work: ") and "(1 x the default run)" in line
-    recorded = qkov.params.recorded_seconds(module.SPEC.id)
-    if recorded is not None:
-        minutes = float(re.search(r"estimated ([0-9.e+-]+) min", line).group(1))
-        assert minutes == pytest.approx(recorded[0] / 60, rel=0.05)
+def test_the_default_run_is_costed_from_its_work_and_the_rates_its_spec_states(module):
+    p = module.Parameters()
+    work = p.work()
+    minutes = sum(part.amount / module.SPEC.rates[part.unit] for part in work.parts) / 60
+    line = p.cost()
+    assert line.startswith("work: ") and f"about {minutes:.2g} min on 2 cores" in line
+    assert minutes < 10  # paper scale: minutes, far below the ceiling
 
 
 def test_figures_that_compute_little_print_no_cost():
     assert paper_fig4.Parameters().cost() is None
 
 
-def test_a_run_far_above_the_ceiling_is_refused_unless_allow_long(monkeypatch):
-    # A fixed record (each full run rewrites the real one): 4 min per default run.
-    monkeypatch.setattr(qkov.params, "recorded_seconds", lambda figure_id: (240.0, "m"))
-    seeds = list(range(100))  # 20 x the default's five: ~80 min
+def test_every_unit_of_work_has_a_rate_in_its_spec():
+    for spec in figures.specs().values():
+        Parameters = figures.module(spec.id).Parameters
+        work = Parameters().work() if Parameters.work is not FigureParameters.work else None
+        units = {part.unit for part in work.parts} if work is not None else set()
+        assert units == set(spec.rates), spec.id
+
+
+def test_a_spec_without_the_rate_of_a_unit_fails_naming_it():
+    with pytest.raises(ValueError, match="no rate for 'model-steps'"):
+        estimate(Work(1.0, "model-steps"), {"descent steps": 1.0})
+
+
+def test_a_run_far_above_the_ceiling_is_refused_unless_allow_long():
+    seeds = list(range(100))  # 20 x the default's five: ~80 min at the spec's rate
     message = refused(lambda: paper_fig2.Parameters(seeds=seeds), "allow_long")
-    assert "60 min" in message and "20 x the default run" in message
+    assert "above the ceiling of 60 min" in message and "-p allow_long True" in message
     assert paper_fig2.Parameters(seeds=seeds, allow_long=True).cost().startswith("work: ")
+    paper_fig2.Parameters(seeds=list(range(50)))  # 10 x: ~41 min, below the ceiling
     big = dict(T=8192, max_epochs=30_000)  # ~150 x the default's counted work
     refused(lambda: theory_ratio_sweep.Parameters(**big), "allow_long")
     theory_ratio_sweep.Parameters(**big, allow_long=True)
@@ -201,13 +215,10 @@ def test_a_run_far_above_the_ceiling_is_refused_unless_allow_long(monkeypatch):
             "allow_long")
 
 
-def test_without_a_timing_record_the_ceiling_is_ten_default_runs(monkeypatch):
-    monkeypatch.setattr(qkov.params, "recorded_seconds", lambda figure_id: None)
-    line = paper_fig2.Parameters().cost()
-    assert "no timing record" in line
-    paper_fig2.Parameters(seeds=list(range(45)))  # 9 x
-    refused(lambda: paper_fig2.Parameters(seeds=list(range(55))), "allow_long")  # 11 x
-    paper_fig2.Parameters(seeds=list(range(55)), allow_long=True)
+def test_fewer_workers_than_the_default_run_cost_more_minutes():
+    one, two = paper_fig2.Parameters(workers=1), paper_fig2.Parameters()
+    if (os.cpu_count() or 1) >= 2:
+        assert one._cost.minutes == pytest.approx(2 * two._cost.minutes)
 
 
 def test_the_project_sweeps_are_accepted_and_cost_at_most_a_default_run():
@@ -216,5 +227,4 @@ def test_the_project_sweeps_are_accepted_and_cost_at_most_a_default_run():
         for s in sweep.sets:
             p = Parameters(**s.values)
             if p.cost() is not None:
-                times = float(re.search(r"\(([0-9.e+-]+) x the default run\)", p.cost()).group(1))
-                assert times <= 1.0, (sweep.name, s.id, p.cost())
+                assert p._cost.minutes <= Parameters()._cost.minutes, (sweep.name, s.id)

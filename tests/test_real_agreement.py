@@ -8,9 +8,9 @@ import csv
 import numpy as np
 import pytest
 
+from qkov.checks import ParameterError
 from qkov.figures import real_agreement
 from qkov.language import corpus, sources
-from qkov.params import ParameterError
 
 SMALL = {"seeds": [1, 2], "conditions": ["matched", "faster QK"], "epochs": 1, "workers": 1,
          "progress": False, "example_limit": 1500}

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 
+from qkov.checks import ParameterError
 from qkov.figures import real_sentiment
 from qkov.language import ratings, sources
 from qkov.language.data import DataError
 from qkov.language.metrics import average_precision, iou_f1, plausibility, spans, top_k_mask
-from qkov.params import ParameterError
 
 LEXICON = ("good\t1.9\t0.9\t[2, 2]\r\nhorrible\t-2.5\t0.5\t[-2, -3]\r\nokay\t0.9\t0.5\t[1]\r\n"
            "lol\t2.9\t0.8\t[3]\r\nlol\t1.0\t0.8\t[1]\r\n:-\xde\t0.9\t1.0\t[1]").encode("latin-1")

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
+from qkov.checks import ParameterError
 from qkov.circuits import effective
-from qkov.params import ParameterError
 from qkov.theory import reduced
 from qkov.theory import stylized as S
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from qkov.params import ParameterError
+from qkov.checks import ParameterError
 from qkov.theory import reduced
 
 SETTING = reduced.Setting(m=5, n=50, b=50, M=20)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from conftest import REPO
+from qkov.checks import ParameterError
 from qkov.figures import theory_ratio_sweep, theory_reduction, theory_rescaling
-from qkov.params import ParameterError
 from qkov.synthetic import trajectories
 
 SMALL = ["-p", "m", "2", "-p", "n", "7", "-p", "b", "3.5", "-p", "M", "4"]

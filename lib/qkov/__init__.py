@@ -10,9 +10,10 @@ Modules by layer, lowest first (a module imports only from layers below its own;
    (every random generator), ``processes`` (runs spread over worker processes that end
    with their parent), ``artifacts`` (output folders, provenance, sets of files written
    whole), ``spec`` (a figure's specification), ``stats`` (intervals over seeds and their
-   formatting);
-2. ``params`` (notebook parameters: checks, typed figure parameters, a run's cost and
-   where it writes, before any work);
+   formatting), ``checks`` (a value against what a parameter allows), ``cost`` (a run's
+   work and minutes, from the rates its spec states);
+2. ``params`` (a figure's notebook parameters: typed, checked, costed, and where the run
+   writes, before any work);
 3. ``theory``, ``theory.reduced`` (the reduced dynamics, closed forms), ``synthetic``,
    ``synthetic.tasks`` (the synthetic task's data, with or without the query-token
    shortcut), ``synthetic.authors`` (what the authors' released notebooks show for Figs. 2
@@ -34,8 +35,10 @@ Modules by layer, lowest first (a module imports only from layers below its own;
    and others read), ``language.pipelines`` (the real-data figures' shared steps),
    ``language.comparison`` (learning-rate conditions on agreement tasks: setups, tables,
    drawing pieces);
-7. ``figures`` and ``figures.<module>``: one module per figure of the book, each with its
-   ``SPEC`` (``figures.paper_fig2``, ...).
+7. ``figures`` (finding the figures) and ``figures._setting`` (the theory figures' shared
+   parameters);
+8. ``figures.<module>``: one module per figure of the book, each with its ``SPEC``
+   (``figures.paper_fig2``, ...).
 """
 
 import os

@@ -61,6 +61,9 @@ class FigureSpec:
     ``threads``: the cores it uses (the training figures spread over two worker processes).
     ``resources``: what a cluster job of it needs (``RESOURCES``), where the profile's
     defaults are not enough.
+    ``rates``: how fast its work goes (``Parameters.work()``'s units per second of its
+    default run on ``qkov.cost.REFERENCE_MACHINE``), from which a run's cost is estimated
+    before it starts; a figure that computes for seconds states none.
     ``dtype``: the floating-point type it computes in; None when it is the notebook's
     ``dtype`` parameter. ``needs_dataset``: it needs a dataset a reader downloads (its
     notebook says where to get it); ``make figures`` leaves it out.
@@ -74,6 +77,7 @@ class FigureSpec:
     reads: tuple[str, ...] = ()
     threads: int = 1
     resources: Mapping[str, int] = field(default_factory=dict)
+    rates: Mapping[str, float] = field(default_factory=dict)
     dtype: str | None = "float32"
     needs_dataset: bool = False
     alt: str = ""
@@ -102,6 +106,10 @@ class FigureSpec:
             raise ValueError(f"{where}: resources: expected positive integers, "
                              f"got {dict(self.resources)!r}")
         object.__setattr__(self, "resources", MappingProxyType(dict(self.resources)))
+        if not all(isinstance(v, (int, float)) and v > 0 for v in self.rates.values()):
+            raise ValueError(f"{where}: rates: expected positive units per second, "
+                             f"got {dict(self.rates)!r}")
+        object.__setattr__(self, "rates", MappingProxyType(dict(self.rates)))
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ValueError(f"{where}: dtype: expected one of {DTYPES} or None, "
                              f"got {self.dtype!r}")

@@ -141,7 +141,7 @@ class Sweep:
 
 def _check_set(path: Path, figure_id: str, set_id: str, values: dict) -> None:
     """The set's parameters, checked by the figure's own ``Parameters``."""
-    from qkov.params import ParameterError
+    from qkov.checks import ParameterError
 
     where = f"{path}: set {set_id!r}"
     if "artifacts_dir" in values:

@@ -3,7 +3,8 @@
 it reads, its cores and cluster resources, its book page) and exports ``Parameters`` - a
 frozen dataclass of the notebook's parameters, checked when made, before any work - and the
 steps its notebook calls, from training or integrating to the rows it prints and stores.
-Figure modules do not import each other; what two of them share lives in a lower layer.
+Figure modules do not import each other; what two of them share lives in a lower layer or
+in a module of this package whose name starts with ``_`` (not a figure).
 
 :func:`specs` finds every figure by importing the modules of this package: a new figure
 is a new module here (and its notebook), nothing else in the library.
@@ -31,6 +32,8 @@ def specs() -> dict[str, FigureSpec]:
     or whose ``SPEC.id`` does not match its name, is an error that names it."""
     found = {}
     for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):  # a part figures share, not a figure
+            continue
         mod = importlib.import_module(f"{__name__}.{info.name}")
         spec = getattr(mod, "SPEC", None)
         if not isinstance(spec, FigureSpec):

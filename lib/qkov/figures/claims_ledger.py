@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import artifacts
-from ..params import FigureParameters, optional_path, parameter
+from ..checks import optional_path
+from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..spec import FigureSpec
 from ..stats import (

@@ -30,18 +30,17 @@ import numpy as np
 from matplotlib.ticker import NullFormatter
 
 from .. import artifacts
-from ..params import (
-    FigureParameters,
+from ..checks import (
     ParameterError,
-    Work,
     boolean,
     integer,
     number,
     number_list,
     optional_path,
-    parameter,
     seed_list,
 )
+from ..cost import Work
+from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..spec import FigureSpec
 from ..stats import (
@@ -70,7 +69,8 @@ SPEC = FigureSpec(
          "times the OV rate, ramped to 40 times, and at equal rates; (b) CACO at T = 128 with "
          "the QK rate 5 times, ramped to 10 times, and equal; (c) attention at two matched "
          "losses against the QK rate of CACO at T = 128 (OV rate 0.01), mean and 95% interval "
-         "over seeds."))
+         "over seeds."),
+    rates={"model-steps": 100_000})
 
 SEEDS = (1234, 1235, 1236, 1237, 1238)
 EARLY_STOP_LOSS = 1e-3  # paper-fig2's

@@ -41,6 +41,8 @@ import numpy as np
 import torch
 from matplotlib.ticker import MaxNLocator
 
+from ..checks import ParameterError, boolean, integer, number, optional_path, seed_list
+from ..cost import Work
 from ..language import agreement
 from ..language.comparison import (  # noqa: F401  (the notebook and tests read them from here)
     ATTRACTOR_COLUMNS,
@@ -89,17 +91,7 @@ from ..language.train import (
     TrainingSetup,
     train_classifier,
 )
-from ..params import (
-    FigureParameters,
-    ParameterError,
-    Work,
-    boolean,
-    integer,
-    number,
-    optional_path,
-    parameter,
-    seed_list,
-)
+from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..processes import map_in_processes
 from ..seeding import derived_seed, init_generator
@@ -123,7 +115,8 @@ SPEC = FigureSpec(id="language-agreement", reproduces=None, page="book/language"
                       "Two line plots against the number of attractors in a held-out sentence, one "
                       "line per learning-rate condition, for models trained on sentences in which "
                       "attractors are rare: held-out accuracy (left) and attention on the subject "
-                      "(right), mean over seeds with 95% intervals.")),))
+                      "(right), mean over seeds with 95% intervals.")),),
+    rates={"sentence passes": 70_000})
 
 # The variants every (condition, seed) trains on: the default one, and one in which the
 # training sentences rarely hold an attractor (Parameters.rare_*). Both are measured on the
@@ -215,7 +208,7 @@ class Parameters(FigureParameters):
         time of a run on a CPU to within about a factor 2 (timed one run at a time, changing
         one of batch_size 8-2000, d_model 32-256, n_heads 2-8, n_layers 1-4, max_modifiers
         3-10, test_sentences 500-2000). The estimate in minutes counts ``workers``
-        (:meth:`~qkov.params.FigureParameters.cost`)."""
+        (:mod:`qkov.cost`)."""
         held_out = (self.max_modifiers + 1) * self.test_sentences
         size = pass_size(self) / pass_size(type(self).defaults())
 
@@ -228,7 +221,7 @@ class Parameters(FigureParameters):
         per_run = run(self.train_sentences, True) \
             + (run(self.rare_train_sentences, False) if self.rare_attractors else 0)
         return Work(len(self.seeds) * len(self.conditions) * per_run,
-                    "sentence passes of the default model")
+                    "sentence passes", "of the default model")
 
 
 def pass_size(p) -> float:

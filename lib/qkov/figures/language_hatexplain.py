@@ -20,13 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..language import pipelines
-from ..language.data import HATEXPLAIN_LABELS, HateXplainData, load_hatexplain
-from ..language.metrics import ERASER_FRACTION
-from ..language.models import DecoderConfig
-from ..language.tokenizers import BERT_VOCAB_SIZE, Tokenizer, train_wordpiece
-from ..params import (
-    FigureParameters,
+from ..checks import (
     ParameterError,
     boolean,
     integer,
@@ -34,9 +28,14 @@ from ..params import (
     one_of,
     optional_number,
     optional_path,
-    parameter,
     seed_list,
 )
+from ..language import pipelines
+from ..language.data import HATEXPLAIN_LABELS, HateXplainData, load_hatexplain
+from ..language.metrics import ERASER_FRACTION
+from ..language.models import DecoderConfig
+from ..language.tokenizers import BERT_VOCAB_SIZE, Tokenizer, train_wordpiece
+from ..params import FigureParameters, parameter
 from ..spec import FigureSpec
 
 # Its data cannot be downloaded on the project's machines: the notebook is in the book, stored

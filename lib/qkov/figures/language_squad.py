@@ -31,6 +31,16 @@ import numpy as np
 import torch
 
 from .. import seeding
+from ..checks import (
+    ParameterError,
+    boolean,
+    integer,
+    number,
+    one_of,
+    optional_number,
+    optional_path,
+    seed_list,
+)
 from ..language import pipelines
 from ..language.data import (
     GLOVE_PACKAGE_SHAPE,
@@ -60,18 +70,7 @@ from ..language.train import (
     resolve_device,
     train_language_model,
 )
-from ..params import (
-    FigureParameters,
-    ParameterError,
-    boolean,
-    integer,
-    number,
-    one_of,
-    optional_number,
-    optional_path,
-    parameter,
-    seed_list,
-)
+from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..spec import FigureSpec
 

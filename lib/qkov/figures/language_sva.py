@@ -27,13 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..language import pipelines
-from ..language.data import AGREEMENT_LABELS, AgreementData, load_agreement
-from ..language.metrics import ERASER_FRACTION
-from ..language.models import DecoderConfig
-from ..language.tokenizers import Tokenizer, train_word_level
-from ..params import (
-    FigureParameters,
+from ..checks import (
     ParameterError,
     boolean,
     integer,
@@ -41,9 +35,14 @@ from ..params import (
     one_of,
     optional_number,
     optional_path,
-    parameter,
     seed_list,
 )
+from ..language import pipelines
+from ..language.data import AGREEMENT_LABELS, AgreementData, load_agreement
+from ..language.metrics import ERASER_FRACTION
+from ..language.models import DecoderConfig
+from ..language.tokenizers import Tokenizer, train_word_level
+from ..params import FigureParameters, parameter
 from ..spec import FigureSpec
 
 # Its data cannot be downloaded on the project's machines: the notebook is in the book, stored

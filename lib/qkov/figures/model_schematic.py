@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..checks import optional_path
 from ..circuits import PARAMETERIZATIONS, circuit_kinds
-from ..params import FigureParameters, optional_path, parameter
+from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, PARAMETERIZATION_COLORS, house_style, new_figure
 from ..spec import FigureSpec
 

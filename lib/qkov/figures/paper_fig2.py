@@ -17,17 +17,9 @@ import torch
 from matplotlib.ticker import NullFormatter
 
 from .. import artifacts
-from ..params import (
-    FigureParameters,
-    ParameterError,
-    Work,
-    boolean,
-    integer,
-    number,
-    optional_path,
-    parameter,
-    seed_list,
-)
+from ..checks import ParameterError, boolean, integer, number, optional_path, seed_list
+from ..cost import Work
+from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, HOUSE_STYLE, PARAMETERIZATION_COLORS, house_style, new_figure
 from ..seeding import init_generator
 from ..spec import Drawing, FigureSpec
@@ -54,7 +46,8 @@ SPEC = FigureSpec(
                     "below on class-identifying tokens, for Fig. 2's first row (left) and "
                     "second row (right).")),
     tables=("heatmaps.csv", trajectories.FILE, "matched-loss.csv"),
-    threads=2, resources={"mem_mb": 4000, "runtime": 60})
+    threads=2, resources={"mem_mb": 4000, "runtime": 60},
+    rates={"model-steps": 70_000})
 
 SEEDS = (1234, 1235, 1236, 1237, 1238)
 EARLY_STOP_LOSS = 1e-3

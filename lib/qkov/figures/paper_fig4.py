@@ -11,16 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..params import (
-    FigureParameters,
-    ParameterError,
-    derived,
-    integer,
-    number,
-    number_list,
-    optional_path,
-    parameter,
-)
+from ..checks import ParameterError, integer, number, number_list, optional_path
+from ..params import FigureParameters, derived, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure, ratio_colors, ratio_label
 from ..spec import FigureSpec
 from ..theory.reduced import (
@@ -54,10 +46,10 @@ MAX_RATIOS = 50
 class Parameters(FigureParameters):
     """The notebook's parameters (defaults: the paper's Fig. 4)."""
 
-    m: float = parameter(5, number, above=0)  # relevant tokens in the context
-    n: float = parameter(50, number, above=0)  # irrelevant tokens in the context
-    b: float = parameter(50.0, number, above=0)  # the ODE's constant
-    M: int = parameter(20, integer, minimum=2)  # possible next tokens
+    m: float = parameter(Setting.m, number, above=0)  # relevant tokens in the context
+    n: float = parameter(Setting.n, number, above=0)  # irrelevant tokens in the context
+    b: float = parameter(Setting.b, number, above=0)  # the ODE's constant
+    M: int = parameter(Setting.M, integer, minimum=2)  # possible next tokens
     eta_ov: float = parameter(1.0, number, above=0)  # OV learning rate; QK: r * eta_ov
     ratios: list = parameter([0.01, 0.1, 1, 10, 100], number_list, above=0, at_most=MAX_RATIO,
                              max_items=MAX_RATIOS)  # eta_QK / eta_OV

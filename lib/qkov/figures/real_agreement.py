@@ -29,6 +29,8 @@ import numpy as np
 import torch
 from matplotlib.ticker import MaxNLocator
 
+from ..checks import ParameterError, boolean, integer, number, optional_path, seed_list
+from ..cost import Work
 from ..language import comparison, corpus, pipelines
 from ..language.comparison import (
     ATTRACTOR_COLUMNS,
@@ -57,17 +59,7 @@ from ..language.models import Decoder, DecoderConfig
 from ..language.sources import sha256_of
 from ..language.tokenizers import Tokenizer, train_word_level
 from ..language.train import ALL_FASTER, FASTER_QK, MATCHED, SLOW_OV, train_classifier
-from ..params import (
-    FigureParameters,
-    ParameterError,
-    Work,
-    boolean,
-    integer,
-    number,
-    optional_path,
-    parameter,
-    seed_list,
-)
+from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..processes import map_in_processes
 from ..seeding import init_generator
@@ -83,7 +75,8 @@ SPEC = FigureSpec(id="real-agreement", reproduces=None, page="book/real-text",
                        "attractors before the verb, and test accuracy with and without attractors "
                        "after every epoch; below, one heatmap per condition of test sentences binned "
                        "by attention on the subject (x) and probability of the true number (y), "
-                       "each cell its percentage."))
+                       "each cell its percentage."),
+    rates={"example passes": 16_000})
 
 MAX_ATTRACTORS = 3  # attractor counts shown separately; more are pooled with 3
 # Work, in passes of one example through the default model: a training example is a
@@ -147,7 +140,7 @@ class Parameters(FigureParameters):
         per_run = (self.epochs * (TRAIN_PASSES * train + test) + FINAL_PASSES * test) * size \
             + self.epochs * steps * STEP_PASSES
         return Work(len(self.seeds) * len(self.conditions) * per_run,
-                    "example passes of the default model")
+                    "example passes", "of the default model")
 
 
 def _corpus_examples(path: str | None) -> int:

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..checks import ParameterError, boolean, integer, number, optional_path, seed_list
+from ..cost import Work
 from ..language import comparison, pipelines, ratings
 from ..language.comparison import (
     COLORS,
@@ -49,17 +51,7 @@ from ..language.models import Decoder, DecoderConfig
 from ..language.sources import SOURCES
 from ..language.tokenizers import Tokenizer, train_wordpiece
 from ..language.train import ALL_FASTER, FASTER_QK, MATCHED, train_classifier
-from ..params import (
-    FigureParameters,
-    ParameterError,
-    Work,
-    boolean,
-    integer,
-    number,
-    optional_path,
-    parameter,
-    seed_list,
-)
+from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..processes import map_in_processes
 from ..seeding import init_generator
@@ -75,7 +67,8 @@ SPEC = FigureSpec(id="real-sentiment", reproduces=None, page="book/real-text",
                        "AUPRC, and the ERASER comprehensiveness and sufficiency; below, one "
                        "heatmap per condition of test sentences binned by attention on the "
                        "rationale (x) and probability of the true class (y), each cell its "
-                       "percentage."))
+                       "percentage."),
+    rates={"sentence passes": 13_000})
 
 # Work, in passes of one sentence through the default model: a training sentence is a
 # forward and a backward pass (about 3), each optimizer step adds a fixed cost (as long as
@@ -131,7 +124,7 @@ class Parameters(FigureParameters):
         per_run = (self.epochs * TRAIN_PASSES * train + FINAL_PASSES * test) * size \
             + self.epochs * steps * STEP_PASSES
         return Work(len(self.seeds) * len(self.conditions) * per_run,
-                    "sentence passes of the default model")
+                    "sentence passes", "of the default model")
 
 
 @dataclass

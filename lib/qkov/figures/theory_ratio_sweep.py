@@ -14,18 +14,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..params import (
+from ..checks import (
     ParameterError,
-    Work,
     boolean,
-    derived,
     integer,
     number,
     number_list,
     optional_path,
-    parameter,
     seed_list,
 )
+from ..cost import Work, WorkSum
+from ..params import derived, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..spec import FigureSpec
 from ..stats import seed_interval
@@ -38,13 +37,15 @@ from ..theory.stylized import (
     check_descent_steps,
     descents,
 )
+from ._setting import SettingParameters
 
 SPEC = FigureSpec(id="theory-ratio-sweep", reproduces=None, page="book/theory",
                   tables=("conditions.csv",), threads=2, resources={"mem_mb": 4000, "runtime": 60},
                   alt=("Attention mass at a matched loss against the learning-rate ratio r (log scale): "
                        "the closed form of the stylized setting as a line, the stylized model's descents as "
                        "circles and the trained task's attention on two measures with error bars; below, "
-                       "the task's attention per training condition on each measure."))
+                       "the task's attention per training condition on each measure."),
+    rates={"model-steps": 600_000, "descent steps": 3_000})
 
 INITS = ("identity", "default")  # CACO from 1e-6 I (the theory's symmetric point) or nn.Linear's
 
@@ -73,12 +74,6 @@ TASK_T = 64
 # ids, ~25 kB per unit of T in flight (measured: 210 MB at 8192, per training process and
 # held-out set; at T = 100,000 it would be 2.5 GB each).
 MAX_T = 8192
-# A step of the stylized model's full-matrix descent (float64, every class, ~0.5 ms) in
-# model-steps of the task's work: at the defaults the nine descents (56,912 steps) took 62 s,
-# the task's training 138 s for its 40.5 million counted model-steps (its runs stop at the
-# matched loss, after ~1/10 of max_epochs; both timed side by side, two workers each):
-# 0.45 x 40.5 million / 56,912 = 320, rounded to 300.
-DESCENT_STEP_WEIGHT = 300
 
 
 def _length(name, value):
@@ -114,7 +109,7 @@ def _variants(name: str, value) -> list[SweepCondition]:
 
 
 @dataclass(frozen=True)
-class Parameters(theory.SettingParameters):
+class Parameters(SettingParameters):
     """The notebook's parameters."""
 
     ratios: list = parameter([0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100], _ratios)
@@ -145,16 +140,16 @@ class Parameters(theory.SettingParameters):
             "step_fraction", model.setting, 1.0, self.ratios, self.matched_loss,
             self.step_fraction))
 
-    def work(self) -> Work:
+    def work(self) -> WorkSum:
         """The task's optimizer steps, all runs to max_epochs (an upper bound: they stop at
-        the matched loss), each weighted by max(1, T / TASK_T), plus the stylized
-        descents' steps at DESCENT_STEP_WEIGHT each (times StylizedModel.step_weight)."""
+        the matched loss), each weighted by max(1, T / TASK_T), and the stylized descents'
+        steps, each weighted by the model's size past the default's
+        (StylizedModel.step_weight)."""
         task = sum(c.steps * max(1.0, c.T / TASK_T)
                    for c in configs(self) + variant_configs(self))
-        descent = DESCENT_STEP_WEIGHT * self.model.step_weight * sum(self.descent_steps)
-        return Work(task + descent,
-                    f"model-steps (x T/{TASK_T} past T = {TASK_T}; a descent step counts "
-                    f"as {DESCENT_STEP_WEIGHT}, x M^2 (m + n) / 22,000 above the default size)")
+        descent = self.model.step_weight * sum(self.descent_steps)
+        return (Work(task, "model-steps", f"x T/{TASK_T} past T = {TASK_T}")
+                + Work(descent, "descent steps", "x M^2 (m + n) / 22,000 above the default size"))
 
 
 COLUMNS = ("r", "alpha_closed_form", "alpha_stylized", "task_informative_mean",

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..params import Work, derived, integer, number, number_list, optional_path, parameter
+from ..checks import integer, number, number_list, optional_path
+from ..cost import Work
+from ..params import derived, parameter
 from ..plotting import (
     COLUMN_WIDTH_IN,
     QUANTITIES,
@@ -30,6 +32,7 @@ from ..theory.stylized import (
     check_descent_steps,
     descents,
 )
+from ._setting import SettingParameters
 
 SPEC = FigureSpec(id="theory-reduction", reproduces=None, page="book/theory",
                   tables=("curves.csv",), threads=2, dtype="float64",
@@ -37,11 +40,12 @@ SPEC = FigureSpec(id="theory-reduction", reproduces=None, page="book/theory",
                   alt=("Four line plots, mu_OV, mu_QK, the loss and the attention mass alpha against "
                        "normalised time (log scale), one colour per learning-rate ratio r: the reduced ODE "
                        "as lines, full-batch gradient descent as circles on them and minibatch descent "
-                       "dashed."))
+                       "dashed."),
+    rates={"descent steps": 3_000})
 
 
 @dataclass(frozen=True)
-class Parameters(theory.SettingParameters):
+class Parameters(SettingParameters):
     """The notebook's parameters."""
 
     eta_ov: float = parameter(1.0, number, above=0)  # OV rate (matrix and ODE); QK: r * eta_ov
@@ -71,7 +75,7 @@ class Parameters(theory.SettingParameters):
         many steps (which grow like log(1 / target_loss) / step_fraction), each weighted
         by the model's size past the default's (StylizedModel.step_weight)."""
         return Work(2 * sum(self.steps) * self.model.step_weight,
-                    "descent steps (x M^2 (m + n) / 22,000 above the default size)")
+                    "descent steps", "x M^2 (m + n) / 22,000 above the default size")
 
 
 def relative_errors(run: Descent, ode: theory.Trajectory) -> dict[str, float]:

@@ -16,14 +16,16 @@ from pathlib import Path
 import numpy as np
 
 from .. import artifacts
+from ..checks import ParameterError, number, optional_path
 from ..circuits import PARAMETERIZATIONS
-from ..params import ParameterError, derived, number, optional_path, parameter
+from ..params import derived, parameter
 from ..plotting import COLUMN_WIDTH_IN, PARAMETERIZATION_COLORS, curve_points, house_style, new_figure
 from ..spec import FigureSpec
 from ..stats import NOT_RESOLVED, interval_text, order_against, paired_verdict, seed_interval
 from ..synthetic import metrics
 from ..synthetic import trajectories as fig2_runs
 from ..theory import reduced as theory
+from ._setting import SettingParameters
 
 # Compares the reduced model with the trained Fig. 2 models at equal held-out loss.
 SPEC = FigureSpec(id="theory-rescaling", reproduces=None, page="book/theory",
@@ -54,7 +56,7 @@ MIN_INIT_SCALE = 1e-50
 
 
 @dataclass(frozen=True)
-class Parameters(theory.SettingParameters):
+class Parameters(SettingParameters):
     """The notebook's parameters. Checking them reads paper-fig2's trajectories
     (``measured``), so a missing or stale paper-fig2 run fails before any work."""
 

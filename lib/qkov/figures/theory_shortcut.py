@@ -25,18 +25,17 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.ticker import NullFormatter
 
-from ..params import (
-    FigureParameters,
+from ..checks import (
     ParameterError,
-    Work,
     boolean,
     integer,
     number,
     number_list,
     optional_path,
-    parameter,
     seed_list,
 )
+from ..cost import Work
+from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, HOUSE_STYLE, house_style, new_figure
 from ..spec import Drawing, FigureSpec
 from ..stats import HIGHER, LOWER, interval_text, paired_verdict, seed_interval
@@ -58,7 +57,8 @@ SPEC = FigureSpec(
                 alt="Three plots of attention on the distinct tokens at a matched loss against "
                     "the learning-rate ratio r, with the query's own position masked, one line per "
                     "setting: (a) the OV learning rate, (b) the initial scale of the weights, "
-                    "(c) the batch size; mean and 95% interval over seeds."),))
+                    "(c) the batch size; mean and 95% interval over seeds."),),
+    rates={"model-steps": 900_000})
 
 RATIOS = [0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100]  # theory-ratio-sweep's
 # The tasks' names in tables: the paper's task, its query's own position masked, and the query
@@ -121,7 +121,7 @@ class Parameters(FigureParameters):
         matched loss), each weighted by max(1, T / 64) and by the batch size over 32."""
         return Work(sum(c.steps * max(1.0, c.T / TASK_T) * max(1.0, c.batch_size / 32)
                         for c in configs(self)),
-                    f"model-steps (x T/{TASK_T} past T = {TASK_T}, x batch/32 above 32)")
+                    "model-steps", f"x T/{TASK_T} past T = {TASK_T}, x batch/32 above 32")
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .. import pinned_threads
-from ..params import ParameterError
+from ..checks import ParameterError
 from ..stats import interval_text, records_interval, seed_interval
 from .metrics import ATTENTION_METHODS, attention_probability_heatmap
 from .train import ALL_FASTER, FASTER_QK, FASTER_QK_ONLY, MATCHED, SLOW_OV, TrainingSetup

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from .. import seeding
-from ..params import ParameterError, integer
+from ..checks import ParameterError, integer
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from .batches import TokenBatch
 from .metrics import (

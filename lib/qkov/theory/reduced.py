@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import integrate, optimize, special
 
+from ..checks import ParameterError, integer, number
 from ..circuits import circuit_kinds
-from ..params import FigureParameters, ParameterError, integer, number, parameter
 
 
 @dataclass(frozen=True)
@@ -38,11 +38,14 @@ class Setting:
     m: relevant tokens in the context; n: irrelevant tokens; b: the model constant of the
     paper's equations (the public material does not define it; its simulation uses the
     embedding size 50); M: number of possible next tokens (M >= 2).
+
+    The defaults are the paper's setting (its Fig. 4), written here only: the figures'
+    parameters and the book take them from here.
     """
 
     m: float = 5
     n: float = 50
-    b: float = 50
+    b: float = 50.0
     M: int = 20
 
     def __post_init__(self):
@@ -55,21 +58,6 @@ class Setting:
     def initial_loss(self) -> float:
         """The loss at mu = 0: alpha * mu_ov = 0, so every next token is equally likely."""
         return math.log(self.M)
-
-
-@dataclass(frozen=True)
-class SettingParameters(FigureParameters):
-    """The parameters that figure notebooks of the theory chapter begin with: a Setting
-    (whole numbers of tokens, as the stylized model counts positions)."""
-
-    m: int = parameter(5, integer, minimum=1)  # relevant tokens in the context
-    n: int = parameter(50, integer, minimum=1)  # blank tokens in the context
-    b: float = parameter(50.0, number, above=0)  # token embeddings have norm b**-0.5
-    M: int = parameter(20, integer, minimum=2)  # classes, one next token each
-
-    @property
-    def setting(self) -> Setting:
-        return Setting(m=self.m, n=self.n, b=self.b, M=self.M)
 
 
 # --- the model -----------------------------------------------------------------------------

@@ -36,8 +36,8 @@ import numpy as np
 import torch
 
 from .. import seeding
+from ..checks import ParameterError, number
 from ..circuits import circuit_kinds, circuit_of, effective
-from ..params import ParameterError, number
 from ..processes import map_in_processes
 from . import reduced as theory
 
