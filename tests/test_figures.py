@@ -12,6 +12,7 @@ from conftest import REPO
 from qkov import figures
 from qkov.checks import ParameterError
 from qkov.spec import Drawing, FigureSpec
+from qkov_tools.notebooks import parameters_source
 
 NOTEBOOK_IDS = sorted(path.stem for path in (REPO / "notebooks").glob("*.ipynb"))
 figure_module = figures.module
@@ -27,9 +28,15 @@ def parameters_cell(figure_id) -> dict:
 
 
 @pytest.mark.parametrize("figure_id", NOTEBOOK_IDS)
-def test_the_notebook_declares_its_figure_modules_parameters_and_defaults(figure_id):
-    declared = parameters_cell(figure_id)
+def test_the_notebooks_parameters_cell_is_generated_from_its_figures_parameters(figure_id):
+    """Parameters is the one source of the defaults: the cell is its generated form
+    (`python -m qkov_tools parameters-cell notebooks/*.ipynb` makes it current)."""
+    nb = nbformat.read(REPO / "notebooks" / f"{figure_id}.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
     parameters = figure_module(figure_id).Parameters
+    assert cell.source == parameters_source(parameters), \
+        f"{figure_id}: run python -m qkov_tools parameters-cell notebooks/{figure_id}.ipynb"
+    declared = parameters_cell(figure_id)  # what the generated cell defines, when run
     assert list(declared) == list(parameters.names())
     assert declared == parameters.defaults()
 

@@ -4,6 +4,7 @@
     python -m qkov_tools run NB --output out.ipynb -y "ratios: [1, 10]"
     python -m qkov_tools strip notebooks/*.ipynb                    # strip stored notebooks
     python -m qkov_tools install-cell notebooks/my-fig.ipynb        # its first cell: install
+    python -m qkov_tools parameters-cell notebooks/*.ipynb          # from each figure's Parameters
     python -m qkov_tools record --since START                       # after `make figures`
     python -m qkov_tools record-test --since START                  # after a passing `make test`
     python -m qkov_tools data                                       # fetch the real data, build corpora
@@ -33,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     install_p = sub.add_parser("install-cell", help="give notebooks the cell that installs "
                                "the companion where it is missing (Colab, Binder)")
     install_p.add_argument("notebooks", type=Path, nargs="+")
+    parameters_p = sub.add_parser("parameters-cell", help="generate notebooks' parameters "
+                                  "cells from their figures' Parameters")
+    parameters_p.add_argument("notebooks", type=Path, nargs="+")
     record_p = sub.add_parser("record", help="record the wall times of a from-scratch run")
     record_p.add_argument("--since", type=float, required=True,
                           help="Unix time the run started")
@@ -62,14 +66,20 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(parameters, dict):
             parser.error(f"--parameters-yaml must be a mapping, got {args.parameters_yaml!r}")
         run(args.notebook, args.output, parameters)
-    elif args.command in ("strip", "install-cell"):
+    elif args.command in ("strip", "install-cell", "parameters-cell"):
         import nbformat
 
-        from .notebooks import store, with_install_cell
+        from qkov.figures import module
+
+        from .notebooks import store, with_install_cell, with_parameters_cell
 
         for path in args.notebooks:
             nb = nbformat.read(path, as_version=4)
-            store(with_install_cell(nb) if args.command == "install-cell" else nb, path)
+            if args.command == "install-cell":
+                nb = with_install_cell(nb)
+            elif args.command == "parameters-cell":
+                nb = with_parameters_cell(nb, module(path.stem).Parameters)
+            store(nb, path)
     else:
         from . import records
 

@@ -7,6 +7,8 @@ destination and renamed into place: a failed run leaves the stored notebook unto
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import tempfile
 from pathlib import Path
 
@@ -42,6 +44,49 @@ def with_install_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
                                      metadata={"tags": [INSTALL_TAG]})
     cell.id = "install-qkov"
     nb.cells = [*cells[:first_code], cell, *cells[first_code:]]
+    return nb
+
+
+# The notebook's parameters cell, generated from its figure's Parameters (the one source of
+# the defaults and of what each parameter means): `python -m qkov_tools parameters-cell`.
+PARAMETERS_HEAD = ('# Parameters: papermill sets them with -p NAME VALUE (lists and None with '
+                   '-y "NAME: VALUE").')
+PARAMETERS_TAG = "parameters"
+
+
+def _literal(value) -> str:
+    """``value`` as Python source, strings in double quotes as the notebooks write them."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    if isinstance(value, float) and "e" in repr(value):  # 1e-06 -> 1e-6
+        mantissa, exponent = repr(value).split("e")
+        return f"{mantissa}e{int(exponent)}"
+    return repr(value)
+
+
+def parameters_source(parameters: type) -> str:
+    """The parameters cell of a figure whose parameters are ``parameters`` (a
+    ``qkov.params.FigureParameters``): one line per field, in the notebook's order, with its
+    default and what it means."""
+    by_name = {f.name: f for f in dataclasses.fields(parameters)}
+    defaults = parameters.defaults()
+    lines = [PARAMETERS_HEAD]
+    for name in parameters.names():
+        f = by_name[name]
+        annotation = f.type if isinstance(f.type, str) else f.type.__name__
+        annotation = annotation.removesuffix(" | None")  # papermill reads one type name
+        lines.append(f"{name}: {annotation} = {_literal(defaults[name])}  # {f.metadata['doc']}")
+    return "\n".join(lines)
+
+
+def with_parameters_cell(nb: nbformat.NotebookNode, parameters: type) -> nbformat.NotebookNode:
+    """``nb`` with its ``parameters`` cell generated from ``parameters``."""
+    cell = next((c for c in nb.cells if PARAMETERS_TAG in c.metadata.get("tags", [])), None)
+    if cell is None:
+        raise ValueError(f"no cell tagged {PARAMETERS_TAG!r} to generate")
+    cell.source = parameters_source(parameters)
     return nb
 
 

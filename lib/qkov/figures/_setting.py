@@ -17,10 +17,14 @@ from ..theory.reduced import Setting
 class SettingParameters(FigureParameters):
     """The setting with whole numbers of tokens, as the stylized model counts positions."""
 
-    m: int = parameter(Setting.m, integer, "relevant tokens in the context", minimum=1)
-    n: int = parameter(Setting.n, integer, "blank tokens in the context", minimum=1)
-    b: float = parameter(Setting.b, number, "token embeddings have norm b**-0.5", above=0)
-    M: int = parameter(Setting.M, integer, "classes, one next token each", minimum=2)
+    m: int = parameter(Setting.m, integer, minimum=1,
+                       doc="relevant tokens in the context; a whole number, at least 1")
+    n: int = parameter(Setting.n, integer, minimum=1,
+                       doc="blank tokens in the context; a whole number, at least 1")
+    b: float = parameter(Setting.b, number, above=0,
+                         doc="the ODE's constant: token embeddings have norm b**-0.5; positive")
+    M: int = parameter(Setting.M, integer, minimum=2,
+                       doc="classes, one next token each; at least 2; the loss starts at log M")
 
     @property
     def setting(self) -> Setting:

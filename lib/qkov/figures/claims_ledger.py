@@ -588,8 +588,12 @@ CLAIMS = (
 class Parameters(FigureParameters):
     """The notebook's parameters."""
 
-    results_dir: str | None = parameter(None, optional_path)  # where the figures' files are
-    artifacts_dir: str | None = parameter(None, optional_path)
+    results_dir: str | None = parameter(
+        None, optional_path,
+        doc="the folder holding every figure's files; None: the pipeline's artifacts/")
+    artifacts_dir: str | None = parameter(
+        None, optional_path,
+        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
 
 def results_root(p: Parameters) -> Path:

@@ -118,16 +118,34 @@ class Parameters(FigureParameters):
     """The notebook's parameters; the notebook then reads paper-fig2's files
     (:func:`fig2_inputs`), so a missing or stale paper-fig2 run fails before any work."""
 
-    seeds: list = parameter(list(SEEDS), seed_list)  # one run per control and seed
-    epochs_scale: float = parameter(1.0, number, above=0, at_most=1)  # of the epochs
-    qk_rates: list = parameter([0.02, 0.03, 0.04, 0.1], _rates)  # CACO sweep, OV rate 0.01
-    matched_losses: list = parameter([1.0, 0.3, 0.1, 0.03, 0.01, 0.003], _losses)  # compare here
-    eval_batches: int = parameter(200, integer, minimum=1, maximum=10_000)  # heatmap set
-    trajectory_batches: int = parameter(16, integer, minimum=1, maximum=1_000)  # as paper-fig2
-    fig2_summary: str | None = parameter(None, optional_path)  # paper-fig2's summary.json
-    workers: int = parameter(2, integer, minimum=1)  # training processes
-    progress: bool = parameter(True, boolean)
-    artifacts_dir: str | None = parameter(None, optional_path)
+    seeds: list = parameter(
+        list(SEEDS), seed_list,
+        doc="the seeds of paper-fig2's runs (compared seed by seed)")
+    epochs_scale: float = parameter(
+        1.0, number, above=0, at_most=1,
+        doc="fraction of each run's epochs, in (0, 1]")
+    qk_rates: list = parameter(
+        [0.02, 0.03, 0.04, 0.1], _rates,
+        doc="CACO sweep at T 128, OV rate 0.01 (0.01 and 0.05 are trained elsewhere)")
+    matched_losses: list = parameter(
+        [1.0, 0.3, 0.1, 0.03, 0.01, 0.003], _losses,
+        doc="held-out losses to compare attention at")
+    eval_batches: int = parameter(
+        200, integer, minimum=1, maximum=10_000,
+        doc="held-out batches of 32 for the heatmap of the authors' stop; 1 to 10,000")
+    trajectory_batches: int = parameter(
+        16, integer, minimum=1, maximum=1_000,
+        doc="held-out batches of 32 per measurement during training, as paper-fig2")
+    fig2_summary: str | None = parameter(
+        None, optional_path,
+        doc="paper-fig2's summary.json; None: the pipeline's")
+    workers: int = parameter(
+        2, integer, minimum=1,
+        doc="training processes (results do not depend on it)")
+    progress: bool = parameter(True, boolean, doc="show a progress bar while training")
+    artifacts_dir: str | None = parameter(
+        None, optional_path,
+        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
     def work(self) -> Work:
         """Optimizer steps of every run to its last epoch (the FAFO runs stop early, so this

@@ -153,33 +153,65 @@ FINAL_PASSES = 4
 class Parameters(FigureParameters):
     """The notebook's parameters (defaults: a run of about two minutes on two CPU cores)."""
 
-    seeds: list = parameter([1234, 1235, 1236, 1237, 1238], seed_list)
-    conditions: list = parameter(list(CONDITIONS), condition_list)  # see CONDITIONS
+    seeds: list = parameter(
+        [1234, 1235, 1236, 1237, 1238], seed_list,
+        doc="one run per condition and seed")
+    conditions: list = parameter(list(CONDITIONS), condition_list, doc="\"matched\" first")
     # Sentences: training ones per seed, held-out ones per attractor count. Sizes are bounded
     # (MAX_TRAIN_SENTENCES ... MAX_HEADS): see there.
-    train_sentences: int = parameter(2000, integer, minimum=1, maximum=MAX_TRAIN_SENTENCES)
-    test_sentences: int = parameter(500, integer, minimum=1, maximum=MAX_TEST_SENTENCES)
+    train_sentences: int = parameter(
+        2000, integer, minimum=1, maximum=MAX_TRAIN_SENTENCES,
+        doc="training sentences per seed, 0 to max_modifiers modifiers")
+    test_sentences: int = parameter(
+        500, integer, minimum=1, maximum=MAX_TEST_SENTENCES,
+        doc="held-out sentences per attractor count (max_modifiers modifiers)")
     # PPs / relative clauses per sentence
-    max_modifiers: int = parameter(3, integer, minimum=1, maximum=MAX_MODIFIERS)
-    n_layers: int = parameter(1, integer, minimum=1, maximum=MAX_LAYERS)  # decoder layers
-    d_model: int = parameter(32, integer, minimum=1, maximum=MAX_D_MODEL)  # residual width
+    max_modifiers: int = parameter(
+        3, integer, minimum=1, maximum=MAX_MODIFIERS,
+        doc="prepositional phrases / relative clauses after the subject")
+    n_layers: int = parameter(
+        1, integer, minimum=1, maximum=MAX_LAYERS,
+        doc="decoder layers (attention output only, no MLP, no LayerNorm)")
+    d_model: int = parameter(
+        32, integer, minimum=1, maximum=MAX_D_MODEL,
+        doc="residual width; each head is d_model / n_heads wide")
     # attention heads (d_head: d_model / n_heads)
-    n_heads: int = parameter(2, integer, minimum=1, maximum=MAX_HEADS)
-    epochs: int = parameter(20, integer, minimum=1)
+    n_heads: int = parameter(2, integer, minimum=1, maximum=MAX_HEADS, doc="attention heads")
+    epochs: int = parameter(20, integer, minimum=1, doc="passes over the training sentences")
     # The harder variant: every condition and seed trained again on rare_train_sentences
     # sentences in which a modifier's noun is an attractor with probability rare_attractor_prob
     # (0.5 in the default variant), measured on the same held-out sets
-    rare_attractors: bool = parameter(True, boolean)
-    rare_train_sentences: int = parameter(1000, integer, minimum=1, maximum=MAX_TRAIN_SENTENCES)
-    rare_attractor_prob: float = parameter(0.1, number, at_least=0, at_most=1)
-    batch_size: int = parameter(64, integer, minimum=1)
-    lr: float = parameter(1e-3, number, above=0)  # AdamW base learning rate
-    qk_multiplier: float = parameter(30.0, number, above=0)  # the conditions' multiplier m
-    eraser_fraction: float = parameter(ERASER_FRACTION, number, above=0)  # top share (>= 1 token)
-    workers: int = parameter(2, integer, minimum=1)  # training processes
-    dtype: str = parameter("float64", dtype_name)  # float64: printed digits survive rounding
-    progress: bool = parameter(True, boolean)  # a progress bar per training run, on stderr
-    artifacts_dir: str | None = parameter(None, optional_path)
+    rare_attractors: bool = parameter(
+        True, boolean,
+        doc="also train every condition and seed on the harder variant")
+    rare_train_sentences: int = parameter(
+        1000, integer, minimum=1, maximum=MAX_TRAIN_SENTENCES,
+        doc="training sentences per seed in the harder variant")
+    rare_attractor_prob: float = parameter(
+        0.1, number, at_least=0, at_most=1,
+        doc="its chance that a modifier's noun is an attractor (default variant: 0.5)")
+    batch_size: int = parameter(64, integer, minimum=1, doc="sentences per step")
+    lr: float = parameter(
+        1e-3, number, above=0,
+        doc="AdamW base learning rate (cosine schedule, 10% warmup, clip 1.0)")
+    qk_multiplier: float = parameter(
+        30.0, number, above=0,
+        doc="the multiple m: faster QK puts W_Q, W_K, embeddings at lr * m")
+    eraser_fraction: float = parameter(
+        ERASER_FRACTION, number, above=0,
+        doc="ERASER scores on this share of tokens by attention (at least 1 token)")
+    workers: int = parameter(
+        2, integer, minimum=1,
+        doc="training processes (runs are independent; results do not depend on it)")
+    dtype: str = parameter(
+        "float64", dtype_name,
+        doc="float64 or float32; float64: the printed digits survive rounding")
+    progress: bool = parameter(
+        True, boolean,
+        doc="show a progress bar per training run (on stderr; results do not depend on it)")
+    artifacts_dir: str | None = parameter(
+        None, optional_path,
+        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
     def check(self):
         check_model_parameters(self)

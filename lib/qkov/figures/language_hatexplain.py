@@ -53,39 +53,75 @@ class Parameters(FigureParameters):
     """The notebook's parameters (defaults: the paper's HateXplain setup; where the paper is
     silent - weight decay - torch's AdamW default)."""
 
-    hatexplain_dir: str | None = parameter(None, optional_path)  # folder with the two JSON files
-    seeds: list = parameter([1234, 1235, 1236, 1237, 1238], seed_list)
-    qk_multiplier: float = parameter(30.0, number, above=0)  # faster QK: W_Q, W_K lr multiple
-    embedding_multiplier: float = parameter(30.0, number, above=0)  # ... and the token embedding's
+    hatexplain_dir: str | None = parameter(
+        None, optional_path,
+        doc="folder with dataset.json and post_id_divisions.json; None: no data")
+    seeds: list = parameter(
+        [1234, 1235, 1236, 1237, 1238], seed_list,
+        doc="one matched and one faster-QK run each")
+    qk_multiplier: float = parameter(
+        30.0, number, above=0,
+        doc="faster QK: W_Q, W_K learn at this multiple of lr")
+    embedding_multiplier: float = parameter(
+        30.0, number, above=0,
+        doc="... and the token embedding")
     # the position embedding's (the authors' notebooks: 1, the base rate, in both conditions)
-    position_multiplier: float = parameter(1.0, number, above=0)
-    lr: float = parameter(5e-5, number, above=0)  # AdamW base learning rate
-    weight_decay: float = parameter(0.01, number, at_least=0)
+    position_multiplier: float = parameter(
+        1.0, number, above=0,
+        doc="the position embedding's multiple (the authors' notebooks: 1)")
+    lr: float = parameter(5e-5, number, above=0, doc="AdamW base learning rate")
+    weight_decay: float = parameter(
+        0.01, number, at_least=0,
+        doc="AdamW weight decay (not stated in the paper: torch's default)")
     # The authors' notebooks decay faster QK's weights at 1e-3 and matched's at 1e-4, which
     # confounds the condition; given, faster QK trains with this decay, matched with
     # weight_decay (their setting: -p weight_decay 0.0001 -p faster_weight_decay 0.001)
-    faster_weight_decay: float | None = parameter(None, optional_number, at_least=0)
-    epochs: int = parameter(30, integer, minimum=1)
-    batch_size: int = parameter(32, integer, minimum=1)
-    warmup_fraction: float = parameter(0.1, number, at_least=0, below=1)  # then cosine decay
-    grad_clip: float = parameter(1.0, number, above=0)
-    max_length: int = parameter(128, integer, minimum=2)  # tokens, the readout slot included
-    vocab_size: int = parameter(BERT_VOCAB_SIZE, integer, minimum=300)  # WordPiece vocabulary
-    d_model: int = parameter(64, integer, minimum=1)
-    n_heads: int = parameter(4, integer, minimum=1)
-    d_head: int = parameter(64, integer, minimum=1)
-    d_mlp: int = parameter(256, integer, minimum=0)
-    n_layers: int = parameter(1, integer, minimum=1, maximum=12)  # the authors also drew 2
+    faster_weight_decay: float | None = parameter(
+        None, optional_number, at_least=0,
+        doc="faster QK's own decay (the authors': 1e-3 vs 1e-4, a confound); None: weight_decay")
+    epochs: int = parameter(30, integer, minimum=1, doc="passes over the training split")
+    batch_size: int = parameter(32, integer, minimum=1, doc="posts per step")
+    warmup_fraction: float = parameter(
+        0.1, number, at_least=0, below=1,
+        doc="linear warmup share of the steps, then cosine decay")
+    grad_clip: float = parameter(1.0, number, above=0, doc="largest global gradient norm")
+    max_length: int = parameter(
+        128, integer, minimum=2,
+        doc="tokens per post, the readout slot included")
+    vocab_size: int = parameter(
+        BERT_VOCAB_SIZE, integer, minimum=300,
+        doc="WordPiece vocabulary trained on the training posts (BERT's size)")
+    d_model: int = parameter(64, integer, minimum=1, doc="residual stream width")
+    n_heads: int = parameter(4, integer, minimum=1, doc="attention heads")
+    d_head: int = parameter(64, integer, minimum=1, doc="width of each head")
+    d_mlp: int = parameter(256, integer, minimum=0, doc="MLP width")
+    n_layers: int = parameter(
+        1, integer, minimum=1, maximum=12,
+        doc="decoder layers (the authors also drew 2)")
     # The authors' notebooks: no padding mask (causal only), and attention read from the last
     # slot of the row padded to max_length - a padding slot: mask_padding False,
     # attention_row "padded_end" reproduce that; the defaults read the classifier's readout
-    mask_padding: bool = parameter(True, boolean)
-    attention_bias: bool = parameter(True, boolean)  # b_Q, b_K, b_V, b_O at the base rate (the authors')
-    attention_row: str = parameter("readout", one_of, options=pipelines.ATTENTION_ROWS)
-    top_fraction: float = parameter(ERASER_FRACTION, number, above=0)  # ERASER top-k share
-    train_limit: int | None = parameter(None, pipelines.optional_count)  # first N training posts
-    device: str = parameter("auto", pipelines.device_name)
-    artifacts_dir: str | None = parameter(None, optional_path)
+    mask_padding: bool = parameter(
+        True, boolean,
+        doc="False: padding keys attended (causal mask only), as the authors' model")
+    attention_bias: bool = parameter(
+        True, boolean,
+        doc="biases b_Q, b_K, b_V, b_O, learning at the base rate (the authors')")
+    attention_row: str = parameter(
+        "readout", one_of, options=pipelines.ATTENTION_ROWS,
+        doc="\"padded_end\": attention read at the padded row's last slot, as the authors'")
+    top_fraction: float = parameter(
+        ERASER_FRACTION, number, above=0,
+        doc="ERASER: share of tokens (by attention rollout) removed or kept; (0, 1]")
+    train_limit: int | None = parameter(
+        None, pipelines.optional_count,
+        doc="use only the first N training posts; None: all")
+    device: str = parameter(
+        "auto", pipelines.device_name,
+        doc="\"auto\" (a GPU when present), \"cpu\" or \"cuda\"")
+    artifacts_dir: str | None = parameter(
+        None, optional_path,
+        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
     def check(self):
         if self.top_fraction > 1:

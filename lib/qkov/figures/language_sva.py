@@ -66,32 +66,67 @@ class Parameters(FigureParameters):
     silent, the authors' notebooks' - no residual connection, no clipping, the position
     embedding at the base rate - except batch size and warmup share, the companion's)."""
 
-    agreement_tsv: str | None = parameter(None, optional_path)  # agr_50_mostcommon_10K.tsv
-    seeds: list = parameter([1234, 1235, 1236, 1237, 1238], seed_list)
-    qk_multiplier: float = parameter(100.0, number, above=0)  # faster QK: W_Q, W_K lr multiple
-    embedding_multiplier: float = parameter(100.0, number, above=0)  # ... and the token embedding's
+    agreement_tsv: str | None = parameter(
+        None, optional_path,
+        doc="agr_50_mostcommon_10K.tsv of Linzen et al. (2016); None: no data")
+    seeds: list = parameter(
+        [1234, 1235, 1236, 1237, 1238], seed_list,
+        doc="one matched and one faster-QK run each")
+    qk_multiplier: float = parameter(
+        100.0, number, above=0,
+        doc="faster QK: W_Q, W_K learn at this multiple of lr")
+    embedding_multiplier: float = parameter(
+        100.0, number, above=0,
+        doc="... and the token embedding")
     # the position embedding's (the authors' notebooks: 1, the base rate, in both conditions)
-    position_multiplier: float = parameter(1.0, number, above=0)
-    lr: float = parameter(5e-4, number, above=0)  # SGD base learning rate
-    momentum: float = parameter(0.99, number, at_least=0, below=1)
-    weight_decay: float = parameter(1e-5, number, at_least=0)
-    epochs: int = parameter(15, integer, minimum=1)
-    batch_size: int = parameter(32, integer, minimum=1)
-    warmup_fraction: float = parameter(0.1, number, at_least=0, below=1)  # then cosine decay
-    grad_clip: float | None = parameter(None, optional_number, above=0)  # None: none (the authors')
-    train_fraction: float = parameter(0.1, number, above=0, below=1)  # Linzen et al.'s 10%
-    split_seed: int = parameter(1234, integer, minimum=0)  # the train/test split's shuffle
-    max_length: int = parameter(50, integer, minimum=2)  # words read, plus the readout slot
-    d_model: int = parameter(64, integer, minimum=1)
-    n_heads: int = parameter(4, integer, minimum=1)
-    d_head: int = parameter(64, integer, minimum=1)
-    residual: bool = parameter(False, boolean)  # the authors' model has no residual connection
-    input: str = parameter("prefix", one_of, options=tuple(INPUTS))  # "sentence": the authors'
-    top_fraction: float = parameter(ERASER_FRACTION, number, above=0)  # ERASER top-k share
-    example_limit: int | None = parameter(None, pipelines.optional_count)  # first N rows of the file
-    test_limit: int | None = parameter(None, pipelines.optional_count)  # first N test examples
-    device: str = parameter("auto", pipelines.device_name)
-    artifacts_dir: str | None = parameter(None, optional_path)
+    position_multiplier: float = parameter(
+        1.0, number, above=0,
+        doc="the position embedding's multiple (the authors' notebooks: 1)")
+    lr: float = parameter(5e-4, number, above=0, doc="SGD base learning rate")
+    momentum: float = parameter(0.99, number, at_least=0, below=1, doc="SGD momentum; in [0, 1)")
+    weight_decay: float = parameter(1e-5, number, at_least=0, doc="SGD weight decay")
+    epochs: int = parameter(15, integer, minimum=1, doc="passes over the training split")
+    batch_size: int = parameter(
+        32, integer, minimum=1,
+        doc="sentences per step (not stated in the paper)")
+    warmup_fraction: float = parameter(
+        0.1, number, at_least=0, below=1,
+        doc="linear warmup share of the steps, then cosine decay")
+    grad_clip: float | None = parameter(
+        None, optional_number, above=0,
+        doc="largest global gradient norm; None: no clipping (the authors')")
+    train_fraction: float = parameter(
+        0.1, number, above=0, below=1,
+        doc="share of the sentences trained on (Linzen et al.: 10%)")
+    split_seed: int = parameter(1234, integer, minimum=0, doc="seed of the train/test split")
+    max_length: int = parameter(
+        50, integer, minimum=2,
+        doc="words read plus the readout slot; longer examples are left out")
+    d_model: int = parameter(64, integer, minimum=1, doc="residual stream width")
+    n_heads: int = parameter(4, integer, minimum=1, doc="attention heads")
+    d_head: int = parameter(64, integer, minimum=1, doc="width of each head")
+    residual: bool = parameter(
+        False, boolean,
+        doc="a residual connection around attention (the authors' model has none)")
+    input: str = parameter(
+        "prefix", one_of, options=tuple(INPUTS),
+        doc=("\"prefix\": the words up to the verb; \"sentence\": the whole, verb included (the "
+             "authors')"))
+    top_fraction: float = parameter(
+        ERASER_FRACTION, number, above=0,
+        doc="ERASER: share of tokens (by attention rollout) removed or kept; (0, 1]")
+    example_limit: int | None = parameter(
+        None, pipelines.optional_count,
+        doc="read only the first N rows of the file; None: all")
+    test_limit: int | None = parameter(
+        None, pipelines.optional_count,
+        doc="evaluate on the first N test sentences; None: all")
+    device: str = parameter(
+        "auto", pipelines.device_name,
+        doc="\"auto\" (a GPU when present), \"cpu\" or \"cuda\"")
+    artifacts_dir: str | None = parameter(
+        None, optional_path,
+        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
     def check(self):
         if self.top_fraction > 1:

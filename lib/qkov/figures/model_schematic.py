@@ -32,7 +32,9 @@ SPEC = FigureSpec(
 class Parameters(FigureParameters):
     """The notebook's parameters: a drawing has none but where it is written."""
 
-    artifacts_dir: str | None = parameter(None, optional_path)
+    artifacts_dir: str | None = parameter(
+        None, optional_path,
+        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
 
 # The matrices of each circuit, collapsed or factorized (named as in qkov.synthetic.models:

@@ -126,16 +126,27 @@ MAX_TRAJECTORY_BATCHES = 1_000
 class Parameters(FigureParameters):
     """The notebook's parameters (defaults: paper scale)."""
 
-    seeds: list = parameter(list(SEEDS), seed_list)  # one run per panel and seed
-    epochs_scale: float = parameter(1.0, number, above=0, at_most=1)  # of paper epochs
-    eval_batches: int = parameter(200, integer, minimum=1,
-                                  maximum=MAX_EVAL_BATCHES)  # held-out batches for heatmaps
-    trajectory_batches: int = parameter(16, integer, minimum=1,
-                                        maximum=MAX_TRAJECTORY_BATCHES)  # held-out, trajectories
-    early_stop_rule: str = parameter("epoch", _early_stop_rule)  # "epoch" or "authors"
-    workers: int = parameter(2, integer, minimum=1)  # training processes
-    progress: bool = parameter(True, boolean)
-    artifacts_dir: str | None = parameter(None, optional_path)
+    seeds: list = parameter(list(SEEDS), seed_list, doc="one run per panel and seed")
+    epochs_scale: float = parameter(
+        1.0, number, above=0, at_most=1,
+        doc="fraction of each panel's paper-scale epochs, in (0, 1]; 1.0 is paper scale")
+    eval_batches: int = parameter(
+        200, integer, minimum=1, maximum=MAX_EVAL_BATCHES,
+        doc="held-out batches of 32 sequences per run for the heatmaps; 1 to 10,000")
+    trajectory_batches: int = parameter(
+        16, integer, minimum=1, maximum=MAX_TRAJECTORY_BATCHES,
+        doc="held-out batches of 32 per run for the loss-attention trajectories; 1 to 1,000")
+    early_stop_rule: str = parameter(
+        "epoch", _early_stop_rule,
+        doc=("\"epoch\" (stop after an epoch whose mean loss is at most 1e-3) or \"authors\" (their "
+             "running sum, reset every 100 epochs)"))
+    workers: int = parameter(
+        2, integer, minimum=1,
+        doc="training processes (runs are independent; results do not depend on it)")
+    progress: bool = parameter(True, boolean, doc="show a progress bar while training")
+    artifacts_dir: str | None = parameter(
+        None, optional_path,
+        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
     def work(self) -> Work:
         """Optimizer steps of all runs (eight panels x seeds, each its epochs x batches per

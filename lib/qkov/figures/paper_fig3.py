@@ -66,18 +66,30 @@ EVAL_BATCH_WEIGHT = 0.7
 class Parameters(FigureParameters):
     """The notebook's parameters (defaults: paper scale, five seeds)."""
 
-    alphas: list = parameter(list(ALPHAS), number_list, above=0, at_most=1,
-                             distinct=True)  # fixed attention mass, in (0, 1]
-    epochs: int = parameter(500, integer, minimum=1)  # paper: 500
-    batches_per_epoch: int = parameter(250, integer, minimum=1)  # paper: 250
-    seeds: list = parameter(list(SEEDS), seed_list)  # one run per OV circuit, alpha and seed
-    lr: float = parameter(0.01, number, above=0)  # SGD rate of the OV circuit
-    eval_batches: int = parameter(250, integer, minimum=1,
-                                  maximum=MAX_EVAL_BATCHES)  # held-out batches (32 per class)
-    d: float = parameter(0.005, number, above=0, below=0.5)  # attention step of the sensitivity
-    workers: int = parameter(2, integer, minimum=1)
-    progress: bool = parameter(True, boolean)
-    artifacts_dir: str | None = parameter(None, optional_path)
+    alphas: list = parameter(
+        list(ALPHAS), number_list, above=0, at_most=1, distinct=True,
+        doc="fixed attention mass on distinct tokens; distinct, each in (0, 1]")
+    epochs: int = parameter(500, integer, minimum=1, doc="training epochs (paper: 500)")
+    batches_per_epoch: int = parameter(
+        250, integer, minimum=1,
+        doc="batches per epoch, each 32 sequences per class (paper: 250)")
+    seeds: list = parameter(
+        list(SEEDS), seed_list,
+        doc="one run per OV circuit, alpha and seed (authors: 1234)")
+    lr: float = parameter(0.01, number, above=0, doc="SGD learning rate of the OV circuit")
+    eval_batches: int = parameter(
+        250, integer, minimum=1, maximum=MAX_EVAL_BATCHES,
+        doc="held-out batches (32 per class) for the loss after every epoch; 1 to 10,000")
+    d: float = parameter(
+        0.005, number, above=0, below=0.5,
+        doc="attention step of the finite-difference sensitivity")
+    workers: int = parameter(
+        2, integer, minimum=1,
+        doc="training processes (runs are independent; results do not depend on it)")
+    progress: bool = parameter(True, boolean, doc="show a progress bar while training")
+    artifacts_dir: str | None = parameter(
+        None, optional_path,
+        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
     def work(self) -> Work:
         """Per run (OV circuits x alphas x seeds): its optimizer steps (epochs x batches per

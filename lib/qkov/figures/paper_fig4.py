@@ -46,18 +46,36 @@ MAX_RATIOS = 50
 class Parameters(FigureParameters):
     """The notebook's parameters (defaults: the paper's Fig. 4)."""
 
-    m: float = parameter(Setting.m, number, above=0)  # relevant tokens in the context
-    n: float = parameter(Setting.n, number, above=0)  # irrelevant tokens in the context
-    b: float = parameter(Setting.b, number, above=0)  # the ODE's constant
-    M: int = parameter(Setting.M, integer, minimum=2)  # possible next tokens
-    eta_ov: float = parameter(1.0, number, above=0)  # OV learning rate; QK: r * eta_ov
-    ratios: list = parameter([0.01, 0.1, 1, 10, 100], number_list, above=0, at_most=MAX_RATIO,
-                             max_items=MAX_RATIOS)  # eta_QK / eta_OV
-    target_loss: float = parameter(1e-4, number, above=0)  # integrate until this loss
-    loss_max: float = parameter(1.0, number, above=0)  # largest stopping threshold
-    per_decade: int = parameter(10, integer, minimum=1,
-                                maximum=MAX_PER_DECADE)  # stopping thresholds per decade
-    artifacts_dir: str | None = parameter(None, optional_path)
+    m: float = parameter(
+        Setting.m, number, above=0,
+        doc="relevant tokens in the context; positive")
+    n: float = parameter(
+        Setting.n, number, above=0,
+        doc="irrelevant tokens in the context; positive")
+    b: float = parameter(
+        Setting.b, number, above=0,
+        doc="constant of the paper's ODE (its simulation: embedding size 50); positive")
+    M: int = parameter(
+        Setting.M, integer, minimum=2,
+        doc="possible next tokens, at least 2; the loss starts at log M")
+    eta_ov: float = parameter(
+        1.0, number, above=0,
+        doc="OV learning rate, positive; the QK rate is r * eta_ov")
+    ratios: list = parameter(
+        [0.01, 0.1, 1, 10, 100], number_list, above=0, at_most=MAX_RATIO, max_items=MAX_RATIOS,
+        doc="ratios eta_QK / eta_OV, one curve each; in (0, 1e6], at most 50")
+    target_loss: float = parameter(
+        1e-4, number, above=0,
+        doc="integrate until the loss first reaches this; in [1e-20, log M)")
+    loss_max: float = parameter(
+        1.0, number, above=0,
+        doc="largest stopping threshold of panels (e)-(g); in (target_loss, log M)")
+    per_decade: int = parameter(
+        10, integer, minimum=1, maximum=MAX_PER_DECADE,
+        doc="stopping thresholds per decade of loss; 1 to 100, at most 1,000 thresholds in all")
+    artifacts_dir: str | None = parameter(
+        None, optional_path,
+        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
     setting: Setting = derived()
     thresholds: np.ndarray = derived()
 

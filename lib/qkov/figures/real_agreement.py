@@ -99,27 +99,59 @@ class Parameters(FigureParameters):
     """The notebook's parameters (defaults: a run of a few minutes on two CPU cores)."""
 
     # The agreement TSV; None: the corpus built from the State of the Union addresses
-    agreement_tsv: str | None = parameter(None, optional_path)
-    split_by: str = parameter("document", split_name)  # "document": test addresses unseen
-    train_fraction: float = parameter(0.8, number, above=0, below=1)  # of the addresses
-    split_seed: int = parameter(1234, integer, minimum=0)  # which addresses are held out
-    example_limit: int | None = parameter(None, pipelines.optional_count)  # first N examples
-    seeds: list = parameter([1234, 1235, 1236, 1237, 1238], seed_list)
-    conditions: list = parameter([MATCHED, FASTER_QK, ALL_FASTER, SLOW_OV], condition_list)
-    max_length: int = parameter(50, integer, minimum=2, maximum=512)  # words before the verb + 1
-    d_model: int = parameter(32, integer, minimum=1, maximum=1024)  # residual width
-    n_heads: int = parameter(2, integer, minimum=1, maximum=32)  # each d_model / n_heads wide
-    epochs: int = parameter(4, integer, minimum=1)
-    batch_size: int = parameter(64, integer, minimum=1)
+    agreement_tsv: str | None = parameter(
+        None, optional_path,
+        doc="an agreement TSV; None: the corpus built from the addresses (make data)")
+    split_by: str = parameter(
+        "document", split_name,
+        doc="\"document\": test addresses unseen in training; \"example\": Linzen et al.'s")
+    train_fraction: float = parameter(
+        0.8, number, above=0, below=1,
+        doc="share of the addresses (or examples) trained on")
+    split_seed: int = parameter(1234, integer, minimum=0, doc="which addresses are held out")
+    example_limit: int | None = parameter(
+        None, pipelines.optional_count,
+        doc="read only the first N examples of the file; None: all")
+    seeds: list = parameter(
+        [1234, 1235, 1236, 1237, 1238], seed_list,
+        doc="one run per condition and seed")
+    conditions: list = parameter(
+        [MATCHED, FASTER_QK, ALL_FASTER, SLOW_OV], condition_list,
+        doc="\"matched\" first")
+    max_length: int = parameter(
+        50, integer, minimum=2, maximum=512,
+        doc="longest input: words before the verb, plus the readout slot")
+    d_model: int = parameter(
+        32, integer, minimum=1, maximum=1024,
+        doc="residual width; each head is d_model / n_heads wide")
+    n_heads: int = parameter(
+        2, integer, minimum=1, maximum=32,
+        doc="attention heads (one layer, attention output only, no MLP)")
+    epochs: int = parameter(4, integer, minimum=1, doc="passes over the training examples")
+    batch_size: int = parameter(64, integer, minimum=1, doc="examples per step")
     # AdamW base learning rate. At 1e-3 (language-agreement's) faster QK's rate, 0.03, trains
     # worse than matched and its runs depend on the rounding (the book's real-text chapter)
-    lr: float = parameter(3e-4, number, above=0)
-    qk_multiplier: float = parameter(30.0, number, above=0)  # the conditions' multiplier m
-    eraser_fraction: float = parameter(ERASER_FRACTION, number, above=0)  # top share (>= 1 token)
-    workers: int = parameter(2, integer, minimum=1)  # training processes
-    dtype: str = parameter("float64", dtype_name)  # float64: printed digits survive rounding
-    progress: bool = parameter(True, boolean)  # a progress bar per training run, on stderr
-    artifacts_dir: str | None = parameter(None, optional_path)
+    lr: float = parameter(
+        3e-4, number, above=0,
+        doc="AdamW base learning rate (cosine schedule, 10% warmup, clip 1.0)")
+    qk_multiplier: float = parameter(
+        30.0, number, above=0,
+        doc="the multiple m: faster QK puts W_Q, W_K, embeddings at lr * m")
+    eraser_fraction: float = parameter(
+        ERASER_FRACTION, number, above=0,
+        doc="ERASER scores on this share of tokens by attention (at least 1 token)")
+    workers: int = parameter(
+        2, integer, minimum=1,
+        doc="training processes (runs are independent; results do not depend on it)")
+    dtype: str = parameter(
+        "float64", dtype_name,
+        doc="float64 or float32; float64: the printed digits survive rounding")
+    progress: bool = parameter(
+        True, boolean,
+        doc="show a progress bar per training run (on stderr; results do not depend on it)")
+    artifacts_dir: str | None = parameter(
+        None, optional_path,
+        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
     def check(self):
         check_model_parameters(self)

@@ -84,30 +84,63 @@ SENTENCES = 23_703  # in the four rated corpora
 class Parameters(FigureParameters):
     """The notebook's parameters (defaults: a run of a few minutes on two CPU cores)."""
 
-    neutral_band: float = parameter(ratings.NEUTRAL_BAND, number, at_least=0, below=4)
-    rationale_valence: float = parameter(ratings.RATIONALE_VALENCE, number, above=0,
-                                         at_most=4)
-    train_fraction: float = parameter(0.8, number, above=0, below=1)  # of the documents
-    split_seed: int = parameter(1234, integer, minimum=0)  # which documents are held out
-    seeds: list = parameter([1234, 1235, 1236, 1237, 1238], seed_list)
+    neutral_band: float = parameter(
+        ratings.NEUTRAL_BAND, number, at_least=0, below=4,
+        doc="|raters' mean| up to this is neutral (the scale runs -4..4)")
+    rationale_valence: float = parameter(
+        ratings.RATIONALE_VALENCE, number, above=0, at_most=4,
+        doc="the rationale: lexicon words rated at |valence| of at least this")
+    train_fraction: float = parameter(
+        0.8, number, above=0, below=1,
+        doc="share of each corpus's documents trained on")
+    split_seed: int = parameter(1234, integer, minimum=0, doc="which documents are held out")
+    seeds: list = parameter(
+        [1234, 1235, 1236, 1237, 1238], seed_list,
+        doc="one run per condition and seed")
     # "slow OV" also runs (a fourth more time)
-    conditions: list = parameter([MATCHED, FASTER_QK, ALL_FASTER], condition_list)
-    max_length: int = parameter(64, integer, minimum=2, maximum=512)  # tokens + readout slot
-    vocab_size: int = parameter(8000, integer, minimum=300)  # WordPiece vocabulary
-    d_model: int = parameter(32, integer, minimum=1, maximum=1024)  # residual width
-    n_heads: int = parameter(2, integer, minimum=1, maximum=32)  # each d_model / n_heads wide
-    d_mlp: int = parameter(64, integer, minimum=0, maximum=8192)  # 0: no MLP
-    epochs: int = parameter(3, integer, minimum=1)
-    batch_size: int = parameter(64, integer, minimum=1)
+    conditions: list = parameter(
+        [MATCHED, FASTER_QK, ALL_FASTER], condition_list,
+        doc="\"matched\" first; also \"slow OV\"")
+    max_length: int = parameter(
+        64, integer, minimum=2, maximum=512,
+        doc="longest input: WordPiece tokens, plus the readout slot")
+    vocab_size: int = parameter(
+        8000, integer, minimum=300,
+        doc="WordPiece vocabulary, trained on the training sentences")
+    d_model: int = parameter(
+        32, integer, minimum=1, maximum=1024,
+        doc="residual width; each head is d_model / n_heads wide")
+    n_heads: int = parameter(
+        2, integer, minimum=1, maximum=32,
+        doc="attention heads (one layer, no LayerNorm)")
+    d_mlp: int = parameter(64, integer, minimum=0, maximum=8192, doc="the MLP's width (0: none)")
+    epochs: int = parameter(3, integer, minimum=1, doc="passes over the training sentences")
+    batch_size: int = parameter(64, integer, minimum=1, doc="sentences per step")
     # AdamW base learning rate; real-agreement's. At 3e-3 both 30x conditions fail to learn
-    lr: float = parameter(3e-4, number, above=0)
-    weight_decay: float = parameter(0.01, number, at_least=0)
-    qk_multiplier: float = parameter(30.0, number, above=0)  # the conditions' multiplier m
-    eraser_fraction: float = parameter(ERASER_FRACTION, number, above=0)  # top share (>= 1)
-    workers: int = parameter(2, integer, minimum=1)  # training processes
-    dtype: str = parameter("float64", dtype_name)  # float64: printed digits survive rounding
-    progress: bool = parameter(True, boolean)  # a progress bar per training run, on stderr
-    artifacts_dir: str | None = parameter(None, optional_path)
+    lr: float = parameter(
+        3e-4, number, above=0,
+        doc="AdamW base learning rate (cosine schedule, 10% warmup, clip 1.0)")
+    weight_decay: float = parameter(
+        0.01, number, at_least=0,
+        doc="AdamW weight decay (the HateXplain pipeline's)")
+    qk_multiplier: float = parameter(
+        30.0, number, above=0,
+        doc="the multiple m: faster QK puts W_Q, W_K, embeddings at lr * m")
+    eraser_fraction: float = parameter(
+        ERASER_FRACTION, number, above=0,
+        doc="ERASER scores on this share of tokens by attention (at least 1 token)")
+    workers: int = parameter(
+        2, integer, minimum=1,
+        doc="training processes (runs are independent; results do not depend on it)")
+    dtype: str = parameter(
+        "float64", dtype_name,
+        doc="float64 or float32; float64: the printed digits survive rounding")
+    progress: bool = parameter(
+        True, boolean,
+        doc="show a progress bar per training run (on stderr; results do not depend on it)")
+    artifacts_dir: str | None = parameter(
+        None, optional_path,
+        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
     def check(self):
         check_model_parameters(self)

@@ -112,21 +112,48 @@ def _variants(name: str, value) -> list[SweepCondition]:
 class Parameters(SettingParameters):
     """The notebook's parameters."""
 
-    ratios: list = parameter([0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100], _ratios)
-    matched_loss: float = parameter(0.05, number, above=0)  # compare attention at this loss
-    step_fraction: float = parameter(0.001, number, above=0, below=0.1)  # stylized descent
-    seeds: list = parameter([1234, 1235, 1236, 1237, 1238], seed_list)  # task: CACO per r, seed
-    lr_ov: float = parameter(0.1, number, above=0)  # task: OV rate (QK: r * lr_ov)
-    T: int = parameter(TASK_T, _length)  # task: sequence length
-    batches_per_epoch: int = parameter(50, integer, minimum=1)  # task: batches of 32 per epoch
-    max_epochs: int = parameter(3000, integer, minimum=1)  # task: give up after this many
-    eval_batches: int = parameter(100, integer, minimum=1)  # task: held-out batches per run
-    variant_ratios: list = parameter([1, 10, 100], _ratios)  # task: conditions' r
-    variants: list = parameter([[128, "identity", 0.1], [64, "default", 0.1],
-                                [128, "default", 0.1], [64, "identity", 0.01]], _variants)
-    workers: int = parameter(2, integer, minimum=1)
-    progress: bool = parameter(True, boolean)
-    artifacts_dir: str | None = parameter(None, optional_path)
+    ratios: list = parameter(
+        [0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100], _ratios,
+        doc="ratios r of eta_QK to eta_OV; distinct, in (0, 1e6]")
+    matched_loss: float = parameter(
+        0.05, number, above=0,
+        doc="attention is compared where the loss first reaches this; in [1e-10, log M)")
+    step_fraction: float = parameter(
+        0.001, number, above=0, below=0.1,
+        doc=("stylized descent: step size over flow time; in (0, 0.1), each descent at most "
+             "200,000 steps"))
+    seeds: list = parameter(
+        [1234, 1235, 1236, 1237, 1238], seed_list,
+        doc="task: one CACO run per ratio and seed")
+    lr_ov: float = parameter(
+        0.1, number, above=0,
+        doc="task: OV learning rate (QK: r * lr_ov), positive")
+    T: int = parameter(TASK_T, _length, doc="task: sequence length, 3 to 8192")
+    batches_per_epoch: int = parameter(
+        50, integer, minimum=1,
+        doc="task: batches of 32 per epoch (early stop looks at epoch means)")
+    max_epochs: int = parameter(
+        3000, integer, minimum=1,
+        doc="task: give up after this many epochs, at least 1")
+    eval_batches: int = parameter(
+        100, integer, minimum=1,
+        doc="task: held-out batches of 32 per run for the attention mass")
+    variant_ratios: list = parameter(
+        [1, 10, 100], _ratios,
+        doc="task: ratios of the sweep over conditions below; distinct, in (0, 1e6]")
+    variants: list = parameter(
+        [[128, "identity", 0.1], [64, "default", 0.1],
+                                [128, "default", 0.1], [64, "identity", 0.01]],
+        _variants,
+        doc=("task: [T, init, lr_ov] per extra condition, at least one; init \"identity\" (1e-6 I)"
+             " or \"default\""))
+    workers: int = parameter(
+        2, integer, minimum=1,
+        doc="training processes (results do not depend on it)")
+    progress: bool = parameter(True, boolean, doc="show a progress bar while training")
+    artifacts_dir: str | None = parameter(
+        None, optional_path,
+        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
     model: StylizedModel = derived()
     descent_steps: list = derived()  # per ratio: the steps of its stylized descent
 

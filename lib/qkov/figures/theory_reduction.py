@@ -48,15 +48,29 @@ SPEC = FigureSpec(id="theory-reduction", reproduces=None, page="book/theory",
 class Parameters(SettingParameters):
     """The notebook's parameters."""
 
-    eta_ov: float = parameter(1.0, number, above=0)  # OV rate (matrix and ODE); QK: r * eta_ov
-    ratios: list = parameter([0.1, 1, 10], number_list, above=0,
-                             at_most=theory.MAX_RATIO)  # eta_QK / eta_OV, one run each
-    target_loss: float = parameter(0.01, number, above=0)  # descend until the loss reaches this
-    step_fraction: float = parameter(0.001, number, above=0, below=0.1)  # step / flow time
-    batch_size: int = parameter(4, integer, minimum=1)  # classes per minibatch
-    seed: int = parameter(0, integer, minimum=0)  # seed of the minibatch draws
-    workers: int = parameter(2, integer, minimum=1)  # processes for the descents
-    artifacts_dir: str | None = parameter(None, optional_path)
+    eta_ov: float = parameter(
+        1.0, number, above=0,
+        doc="OV learning rate (matrix and ODE alike), positive; QK: r * eta_ov")
+    ratios: list = parameter(
+        [0.1, 1, 10], number_list, above=0, at_most=theory.MAX_RATIO,
+        doc="ratios r of eta_QK to eta_OV, one run each; in (0, 1e6]")
+    target_loss: float = parameter(
+        0.01, number, above=0,
+        doc="descend until the population loss reaches this; in [1e-10, log M)")
+    step_fraction: float = parameter(
+        0.001, number, above=0, below=0.1,
+        doc=("step size over flow time (relative step); in (0, 0.1), each descent at most "
+             "200,000 steps"))
+    batch_size: int = parameter(
+        4, integer, minimum=1,
+        doc="classes per minibatch of the stochastic run, at least 1")
+    seed: int = parameter(0, integer, minimum=0, doc="seed of the minibatch draws")
+    workers: int = parameter(
+        2, integer, minimum=1,
+        doc="processes the descents are spread over (results do not depend on it)")
+    artifacts_dir: str | None = parameter(
+        None, optional_path,
+        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
     model: StylizedModel = derived()
     steps: list = derived()  # per ratio: the steps of each of its two descents
 

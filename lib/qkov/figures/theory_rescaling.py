@@ -60,14 +60,26 @@ class Parameters(SettingParameters):
     """The notebook's parameters. Checking them reads paper-fig2's trajectories
     (``measured``), so a missing or stale paper-fig2 run fails before any work."""
 
-    eta_ov: float = parameter(1.0, number, above=0)  # nominal OV learning rate
-    r: float = parameter(1.0, number, above=0, at_most=MAX_R)  # nominal eta_QK / eta_OV
-    init_scale: float = parameter(1e-6, number, at_least=MIN_INIT_SCALE)  # factors' start
-    default_init_rate: float = parameter(0.667, number, above=0,
-                                         at_most=MAX_DEFAULT_INIT_RATE)  # a^2 + c^2
-    matched_loss: float = parameter(0.02, number, above=0)  # compare attention at this loss
-    fig2_summary: str | None = parameter(None, optional_path)  # paper-fig2's summary.json
-    artifacts_dir: str | None = parameter(None, optional_path)
+    eta_ov: float = parameter(1.0, number, above=0, doc="nominal OV learning rate, positive")
+    r: float = parameter(
+        1.0, number, above=0, at_most=MAX_R,
+        doc="nominal ratio eta_QK / eta_OV (Fig. 2 row 1: equal rates); in (0, 1e3]")
+    init_scale: float = parameter(
+        1e-6, number, at_least=MIN_INIT_SCALE,
+        doc="singular value of balanced factors at the start (Fig. 2: 1e-6 I); at least 1e-50")
+    default_init_rate: float = parameter(
+        0.667, number, above=0, at_most=MAX_DEFAULT_INIT_RATE,
+        doc="phi^2 + psi^2 of default-initialised 50x50 factors (2 x 50/150); in (0, 1e3]")
+    matched_loss: float = parameter(
+        0.02, number, above=0,
+        doc="compare attention when the loss first reaches this; in [1e-20, log M)")
+    fig2_summary: str | None = parameter(
+        None, optional_path,
+        doc=("paper-fig2's summary.json (trajectories.csv beside it); None: its default "
+             "artifacts folder"))
+    artifacts_dir: str | None = parameter(
+        None, optional_path,
+        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
     measured: dict = derived()
 
     def check(self):

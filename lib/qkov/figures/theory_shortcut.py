@@ -94,27 +94,60 @@ def _batch_sizes(name, value) -> list[int]:
 class Parameters(FigureParameters):
     """The notebook's parameters (defaults: the setting of theory-ratio-sweep's main sweep)."""
 
-    ratios: list = parameter(list(RATIOS), _ratios)  # r = lr_qk / lr_ov, the causal test
-    lengths: list = parameter([64, 128], _lengths)  # T of the causal test (every cut)
-    shortcut_lengths: list = parameter([32, 256], _lengths)  # more T, the paper's task only
-    shortcut_ratios: list = parameter([1, 3, 10, 30, 100], _ratios)  # their ratios
-    matched_loss: float = parameter(0.05, number, above=0, below=3.9)  # stop at this loss
-    seeds: list = parameter([1234, 1235, 1236, 1237, 1238], seed_list)
-    lr_ov: float = parameter(0.1, number, above=0, at_most=10)  # OV rate (QK: r * lr_ov)
-    init_scale: float = parameter(1e-6, number, above=0, at_most=1)  # weights start at this x I
-    batch_size: int = parameter(32, integer, minimum=1, maximum=4096)  # sequences per step
-    batches_per_epoch: int = parameter(50, integer, minimum=1)
-    max_epochs: int = parameter(3000, integer, minimum=1)  # give up after this many
-    eval_batches: int = parameter(100, integer, minimum=1, maximum=10_000)  # held-out, of 32
-    sensitivity_ratios: list = parameter([1, 10, 100], _ratios)  # sensitivity: these r
-    sensitivity_lr_ov: list = parameter([0.03, 0.3], number_list, above=0, at_most=10,
-                                        distinct=True)  # other OV rates
-    sensitivity_init_scales: list = parameter([1e-2, 0.1], number_list, above=0, at_most=1,
-                                              distinct=True)  # other initial scales
-    sensitivity_batch_sizes: list = parameter([8, 128], _batch_sizes)  # other batch sizes
-    workers: int = parameter(2, integer, minimum=1)  # training processes
-    progress: bool = parameter(True, boolean)
-    artifacts_dir: str | None = parameter(None, optional_path)
+    ratios: list = parameter(
+        list(RATIOS), _ratios,
+        doc="ratios r of the QK to the OV rate; distinct, positive")
+    lengths: list = parameter(
+        [64, 128], _lengths,
+        doc=("sequence lengths T of the test, each in the paper's task and both cut ones; 3 to "
+             "8192"))
+    shortcut_lengths: list = parameter(
+        [32, 256], _lengths,
+        doc="more lengths, in the paper's task only; 3 to 8192")
+    shortcut_ratios: list = parameter([1, 3, 10, 30, 100], _ratios, doc="the ratios of those runs")
+    matched_loss: float = parameter(
+        0.05, number, above=0, below=3.9,
+        doc="each run stops when its epoch loss reaches this; in (0, 3.9)")
+    seeds: list = parameter(
+        [1234, 1235, 1236, 1237, 1238], seed_list,
+        doc="one run per setting, ratio and seed")
+    lr_ov: float = parameter(
+        0.1, number, above=0, at_most=10,
+        doc="OV learning rate (QK: r times it); in (0, 10]")
+    init_scale: float = parameter(
+        1e-6, number, above=0, at_most=1,
+        doc="both circuits start at this times the identity; in (0, 1]")
+    batch_size: int = parameter(
+        32, integer, minimum=1, maximum=4096,
+        doc="sequences per step; 1 to 4096")
+    batches_per_epoch: int = parameter(
+        50, integer, minimum=1,
+        doc="batches per epoch (the stop looks at epoch means)")
+    max_epochs: int = parameter(
+        3000, integer, minimum=1,
+        doc="give up after this many epochs (more for a smaller OV rate)")
+    eval_batches: int = parameter(
+        100, integer, minimum=1, maximum=10_000,
+        doc="held-out batches of 32 per run; 1 to 10,000")
+    sensitivity_ratios: list = parameter(
+        [1, 10, 100], _ratios,
+        doc="sensitivity: the ratios of its runs")
+    sensitivity_lr_ov: list = parameter(
+        [0.03, 0.3], number_list, above=0, at_most=10, distinct=True,
+        doc="sensitivity: other OV learning rates; in (0, 10]")
+    sensitivity_init_scales: list = parameter(
+        [1e-2, 0.1], number_list, above=0, at_most=1, distinct=True,
+        doc="sensitivity: other initial scales; in (0, 1]")
+    sensitivity_batch_sizes: list = parameter(
+        [8, 128], _batch_sizes,
+        doc="sensitivity: other batch sizes; 1 to 4096")
+    workers: int = parameter(
+        2, integer, minimum=1,
+        doc="training processes (results do not depend on it)")
+    progress: bool = parameter(True, boolean, doc="show a progress bar while training")
+    artifacts_dir: str | None = parameter(
+        None, optional_path,
+        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
     def work(self) -> Work:
         """Optimizer steps of every run to max_epochs (an upper bound: runs stop at the
