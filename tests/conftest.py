@@ -1,39 +1,19 @@
-"""Shared test set-up.
-
-Notebooks executed by the tests (nbval, papermill) must not overwrite the pipeline's outputs
-in artifacts/: point the library's default output root at a temporary folder for the whole
-session. Kernels started by nbval inherit this environment.
-"""
+"""Shared test set-up: tools, tiers, the figures' files the book tests read. The session's
+environment (a temporary $QKOV_ARTIFACTS, the pipeline's mode) is set by the plugin
+tests/pipeline_env.py, which notebooks validated alone get too."""
 
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from qkov.artifacts import ARTIFACTS_ENV, PIPELINE_ENV
+from qkov.artifacts import ARTIFACTS_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-
-
-def pytest_configure(config):
-    if ARTIFACTS_ENV not in os.environ:
-        root = tempfile.mkdtemp(prefix="qkov-test-artifacts-")
-        os.environ[ARTIFACTS_ENV] = root
-        config._qkov_artifacts = root
-    # nbval re-executes the notebooks at their defaults as the pipeline does, into the
-    # canonical folders below $QKOV_ARTIFACTS, which the book tests then build from.
-    os.environ[PIPELINE_ENV] = "1"
-
-
-def pytest_unconfigure(config):
-    root = getattr(config, "_qkov_artifacts", None)
-    if root:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
