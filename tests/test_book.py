@@ -418,8 +418,10 @@ def test_citation_page(html):
 
 
 def test_citation_file_is_valid_cff_1_2_0():
-    """CITATION.cff against the official CFF 1.2.0 JSON schema (tests/data, from the
-    cffconvert package: the network is not needed)."""
+    """CITATION.cff against the official CFF 1.2.0 JSON schema (tests/data: the file
+    cffconvert 2.0.0 ships, byte for byte; the network is not needed). cffconvert itself,
+    the newest on PyPI, requires jsonschema < 4, which Snakemake 9 (jsonschema's registry)
+    cannot run with: its schema, not its package."""
     import jsonschema
     import yaml
 

@@ -47,7 +47,7 @@ def test_qkov_imports_with_only_its_runtime_dependencies(tmp_path):
                                capture_output=True, text=True, check=True).stdout.lower()
     for tool in ("papermill", "nbformat", "snakemake", "jupyter-book", "nbval"):
         assert f"\n{tool}==" not in f"\n{installed}", f"{tool} came with a plain install"
-    science = [m for m in library_modules(REPO) if m == "qkov" or m.startswith("qkov.")]
+    science = [m for m in library_modules() if m == "qkov" or m.startswith("qkov.")]
     result = subprocess.run([python, "-c", CHECK, *science], capture_output=True, text=True,
                             cwd=tmp_path, timeout=600)  # not the checkout: the installed copy
     assert result.returncode == 0, result.stderr[-3000:]

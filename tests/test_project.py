@@ -1,6 +1,11 @@
 """The project's set-up files agree with each other."""
 
+import os
+import shutil
+import subprocess
+import sys
 import tomllib
+from pathlib import Path
 
 import yaml
 
@@ -39,95 +44,55 @@ def test_ci_runs_the_readme_test_command():
     assert "make test" in (REPO / ".ci" / "run").read_text()
 
 
-# The library's layers, lowest first: a module imports only from layers below its own, so a
-# newcomer can read the library bottom-up and a change low down never needs a higher module.
-# Packages (their __init__) sit with their lowest module; "x.*" is every module below x.
-# Both packages are covered: the science (qkov) and its build tooling (qkov_tools), which
-# sits on top and which no qkov module may import.
-LAYERS = (
-    ("qkov", "qkov.circuits", "qkov.seeding", "qkov.processes", "qkov.artifacts", "qkov.spec",
-     "qkov.stats", "qkov.checks", "qkov.cost"),  # vocabulary and utilities
-    ("qkov.params",),  # notebook parameters: checked, costed, and where the run will write
-    ("qkov.theory", "qkov.theory.reduced", "qkov.synthetic", "qkov.synthetic.tasks",
-     "qkov.synthetic.authors", "qkov.plotting", "qkov.language", "qkov.language.batches",
-     "qkov.language.tokenizers", "qkov.language.sources"),  # reduced dynamics; the
-    #   synthetic task's data; house style and drawing; token batches and tokenizers; the
-    #   real data's packages
-    ("qkov.theory.stylized", "qkov.synthetic.models", "qkov.language.models",
-     "qkov.language.metrics", "qkov.language.agreement", "qkov.language.data"),  # full-matrix
-    #   model of the theory; task models; the language decoder, its metrics, the agreement
-    #   task, real-data loaders
-    ("qkov.synthetic.train", "qkov.synthetic.metrics",
-     "qkov.language.train", "qkov.language.corpus", "qkov.language.ratings"),  # training;
-    #   measuring; corpora built from real text, and the rated sentences
-    ("qkov.synthetic.trajectories", "qkov.language.pipelines",
-     "qkov.language.comparison"),  # runs measured during training and passed between
-    #   figures; the real-data figures' shared steps; conditions compared on agreement
-    ("qkov.figures", "qkov.figures._setting"),  # finding the figures; parts they share
-    ("qkov.figures.*",),  # one module per figure, each with its SPEC
-    ("qkov_tools", "qkov_tools.imports", "qkov_tools.notebooks"),  # tooling: the import
-    #   graph, running and storing notebooks
-    ("qkov_tools.records", "qkov_tools.sweeps", "qkov_tools.data"),  # records of whole
-    #   runs; sweeps; fetching the real data
-    ("qkov_tools.__main__",),  # the tools' command line
-)
+def lint_imports(root) -> subprocess.CompletedProcess:
+    """import-linter's check of the contracts in ``root``'s pyproject.toml (the library's
+    layers, and what may not import what) on the library below ``root``."""
+    return subprocess.run([Path(sys.executable).with_name("lint-imports"), "--no-cache"],
+                          cwd=root, env={**os.environ, "PYTHONPATH": str(root / "lib")},
+                          capture_output=True, text=True, timeout=120)
 
 
-def _layer(module: str) -> int | None:
-    for k, names in enumerate(LAYERS):
-        if module in names or any(n.endswith(".*") and module.startswith(n[:-1]) for n in names):
-            return k
-    return None
+def test_library_imports_keep_the_import_linter_contracts():
+    result = lint_imports(REPO)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+    assert "0 broken" in result.stdout
 
 
-def layering_violations(root) -> list[str]:
-    """Every import in the library below ``root`` that does not run downwards."""
-    from qkov_tools.imports import library_imports, library_modules
-
-    modules = library_modules(root)
-    assert {m.split(".")[0] for m in modules} == {"qkov", "qkov_tools"}
-    unplaced = [m for m in modules if _layer(m) is None]
-    assert not unplaced, f"place these modules in a layer of LAYERS: {unplaced}"
-    return [f"{m} (layer {_layer(m)}) imports {name} (layer {_layer(name)})"
-            for m in modules for name in sorted(library_imports(m, root))
-            if _layer(name) >= _layer(m) and not m.startswith(name + ".")]
-
-
-def test_library_imports_run_from_higher_layers_to_lower_ones():
-    wrong = layering_violations(REPO)
-    assert not wrong, "imports that do not run downwards: " + "; ".join(wrong)
-
-
-def test_the_package_docstring_lists_every_module_in_its_layer():
-    """qkov's docstring (what a newcomer reads first) names every module of the science
-    package, in the order of LAYERS."""
-    import qkov
+def test_every_module_is_placed_by_a_contract():
+    """Every module of both packages is a layer, inside one, or a package's own file (which
+    imports nothing of the library): a new module cannot escape the layers unnoticed."""
     from qkov_tools.imports import library_modules
 
-    doc = qkov.__doc__
-    science = [m for m in library_modules(REPO) if m.startswith("qkov.")
-               and not m.startswith("qkov.figures.")]
-    missing = [m for m in science if f"``{m[len('qkov.'):]}``" not in doc]
-    assert not missing, f"qkov's docstring does not mention {missing}"
-    first = {m: doc.index(f"``{m[len('qkov.'):]}``") for m in science}
-    for low, high in ((a, b) for a in science for b in science if _layer(a) < _layer(b)):
-        assert first[low] < first[high], f"the docstring names {high} before {low}"
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    contracts = {c["id"]: c for c in config["contracts"]}
+    layers = [m.strip() for layer in contracts["layers"]["layers"] for m in layer.split("|")]
+    packages = contracts["packages"]["source_modules"]
+    unplaced = [m for m in library_modules() if m not in packages
+                and not any(m == layer or m.startswith(layer + ".") for layer in layers)]
+    assert not unplaced, f"place these modules in a layer of [tool.importlinter]: {unplaced}"
 
 
-def test_a_sideways_import_between_figure_modules_is_caught(tmp_path):
-    """The layer check reads imports from the files: a figure module importing another is
-    reported (copying the library so the check can be run on a planted import)."""
-    import shutil
-
+def test_a_wrong_import_breaks_a_contract(tmp_path):
+    """A figure module importing another, the science importing its tooling, a low layer
+    importing a higher one, and a package's own file importing a module are each reported
+    (on a copy of the library with the imports planted)."""
     shutil.copytree(REPO / "lib", tmp_path / "lib", ignore=shutil.ignore_patterns("*.egg-info"))
-    planted = tmp_path / "lib" / "qkov" / "figures" / "paper_fig4.py"
-    planted.write_text(planted.read_text() + "\nfrom . import paper_fig2  # noqa\n")
-    science = tmp_path / "lib" / "qkov" / "plotting.py"  # and the science importing the tools
-    science.write_text(science.read_text() + "\nfrom qkov_tools import records  # noqa\n")
-    assert layering_violations(tmp_path) == [
-        "qkov.figures.paper_fig4 (layer 7) imports qkov.figures.paper_fig2 (layer 7)",
-        "qkov.plotting (layer 2) imports qkov_tools (layer 8)",
-        "qkov.plotting (layer 2) imports qkov_tools.records (layer 9)"]
+    shutil.copy2(REPO / "pyproject.toml", tmp_path)
+    for module, line in (("qkov/figures/paper_fig4.py", "from . import paper_fig2"),
+                         ("qkov/plotting.py", "from qkov_tools import records"),
+                         ("qkov/spec.py", "from qkov import params"),
+                         ("qkov/theory/__init__.py", "from qkov.theory import reduced")):
+        path = tmp_path / "lib" / module
+        path.write_text(path.read_text() + f"\n{line}  # noqa\n")
+    result = lint_imports(tmp_path)
+    assert result.returncode == 1, result.stdout[-5000:] + result.stderr[-2000:]
+    text = result.stdout
+    assert "Contracts: 0 kept, 4 broken." in text
+    for broken in ("qkov.figures.paper_fig4 is not allowed to import qkov.figures.paper_fig2",
+                   "qkov.plotting is not allowed to import qkov_tools.records",
+                   "qkov.spec is not allowed to import qkov.params",
+                   "qkov.theory is not allowed to import qkov.theory.reduced"):
+        assert broken in text, text
 
 
 def test_test_tiers_are_the_registered_markers():

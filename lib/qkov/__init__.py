@@ -3,42 +3,10 @@ Attention in Self-Attention Models" (Vashisht and Ramaswamy, ICML 2026). It comp
 draws the figures and needs only its runtime dependencies; running notebooks, the pipeline,
 sweeps and records are in ``qkov_tools``, the book's Sphinx extension in ``book/_ext/``.
 
-Modules by layer, lowest first (a module imports only from layers below its own;
-``tests/test_project.py`` checks it, and that this list names every module):
-
-1. ``circuits`` (the four parameterizations, which parameters are QK or OV), ``seeding``
-   (every random generator), ``processes`` (runs spread over worker processes that end
-   with their parent), ``artifacts`` (output folders, provenance, sets of files written
-   whole), ``spec`` (a figure's specification), ``stats`` (intervals over seeds and their
-   formatting), ``checks`` (a value against what a parameter allows), ``cost`` (a run's
-   work and minutes, from the rates its spec states);
-2. ``params`` (a figure's notebook parameters: typed, checked, costed, and where the run
-   writes, before any work);
-3. ``theory``, ``theory.reduced`` (the reduced dynamics, closed forms), ``synthetic``,
-   ``synthetic.tasks`` (the synthetic task's data, with or without the query-token
-   shortcut), ``synthetic.authors`` (what the authors' released notebooks show for Figs. 2
-   and 3, quoted), ``plotting`` (house style, drawing,
-   publishing a figure's files), ``language``, ``language.batches`` and
-   ``language.tokenizers`` (token batches; tokenizers trained offline),
-   ``language.sources`` (the real data fetched from package registries: what, where, its
-   digests);
-4. ``theory.stylized`` (full matrices whose gradient flow is the reduced dynamics),
-   ``synthetic.models`` (the task's one-layer attention models and their ensembles),
-   ``language.models`` (the decoder), ``language.metrics`` (attention rollout, ERASER),
-   ``language.agreement`` (the synthetic agreement task), ``language.data`` (the real
-   datasets' loaders);
-5. ``synthetic.train`` (training many models as one batched computation),
-   ``synthetic.metrics`` (measuring them), ``language.train``, ``language.corpus``
-   (agreement examples parsed from real English; spaCy only while building),
-   ``language.ratings`` (human-rated sentences and words, the proxy for HateXplain);
-6. ``synthetic.trajectories`` (measuring runs during training: the runs one figure writes
-   and others read), ``language.pipelines`` (the real-data figures' shared steps),
-   ``language.comparison`` (learning-rate conditions on agreement tasks: setups, tables,
-   drawing pieces);
-7. ``figures`` (finding the figures) and ``figures._setting`` (the theory figures' shared
-   parameters);
-8. ``figures.<module>``: one module per figure of the book, each with its ``SPEC``
-   (``figures.paper_fig2``, ...).
+Its modules are in layers, each importing only from those below its own, so that the
+library reads bottom-up. The layers, with a line on what each module does, are written once:
+import-linter's contract in ``pyproject.toml`` (``[tool.importlinter]``), which
+``lint-imports`` and ``tests/test_project.py`` check.
 """
 
 import os
