@@ -16,7 +16,9 @@
              "8": "⁸", "9": "⁹", "-": "⁻"};
   var TITLES = {mu_ov: "μ_OV(τ)", mu_qk: "μ_QK(τ)", loss: "loss L(τ)", alpha: "attention mass α(τ)"};
 
-  function power(k) { return "10" + String(k).split("").map(function (c) { return SUP[c]; }).join(""); }
+  function power(k) {  // "10³"
+    return "10" + String(k).split("").map(function (c) { return SUP[c]; }).join("");
+  }
 
   function fmt(x, digits) {  // 0.922, 9.32×10⁶, 10⁻⁴
     var a = Math.abs(x);
@@ -102,7 +104,9 @@
                                     class: s.cls + "-level"}));
       }
     });
-    if (key === "alpha") label(svg, lines.filter(function (l) { return l.style.cls !== "qkx-trace"; }), py);
+    if (key === "alpha") {
+      label(svg, lines.filter(function (l) { return l.style.cls !== "qkx-trace"; }), py);
+    }
   }
 
   /* alpha at the target loss, written at the left above its level line (where every curve
@@ -141,29 +145,29 @@
     var out = panel.querySelector(".qkx-values");
     var traces = [], shown = null;  // [i_n, i_r] of earlier settings; the one drawn last
 
-    function describe(i, j) { return "r = " + fmt(data.ratios[j], 3) + ", n = " + data.n[i]; }
+    function same(a, b) { return a[0] === b[0] && a[1] === b[1]; }
 
     function redraw() {
       var i = +nInput.value, j = +rInput.value, ref = data.start.reference_r;
-      if (shown && (shown[0] !== i || shown[1] !== j)) {
-        traces = traces.filter(function (t) { return t[0] !== shown[0] || t[1] !== shown[1]; });
-        traces.push(shown);
+      if (shown && !same(shown, [i, j])) {  // the setting left becomes the newest trace
+        traces = traces.filter(function (t) { return !same(t, shown); }).concat([shown]);
         if (traces.length > TRACES) traces.shift();
       }
       shown = [i, j];
       var run = data.runs[i][j], reference = data.runs[i][ref];
-      var lines = traces.filter(function (t) { return (t[0] !== i || t[1] !== j) && (t[0] !== i || t[1] !== ref); })
+      var lines = traces.filter(function (t) { return !same(t, shown) && !same(t, [i, ref]); })
         .map(function (t) { return {run: data.runs[t[0]][t[1]], style: STYLES.trace}; });
       if (j !== ref) lines.push({run: reference, style: STYLES.reference});
       lines.push({run: run, style: STYLES.current});
 
       rInput.setAttribute("aria-valuetext", "r = " + fmt(data.ratios[j], 3));
       nInput.setAttribute("aria-valuetext", "n = " + data.n[i] + ", initial attention " +
-                          data.alpha0[i]);
+                          fmt(data.alpha0[i], 3));
       panel.querySelector(".qkx-r-value").textContent = fmt(data.ratios[j], 3);
-      panel.querySelector(".qkx-n-value").textContent = data.n[i] + ", so α(0) = " + data.alpha0[i];
-      var loss = fmt(data.target_loss, 2), sentence = "At the target loss " + loss + ": " +
-        describe(i, j) + " reaches α = " + fmt(run.end.alpha, 3) + " (at τ = " + fmt(run.end.tau, 3) + ")";
+      panel.querySelector(".qkx-n-value").textContent = data.n[i];
+      var sentence = "From α(0) = " + fmt(data.alpha0[i], 3) + ", at the target loss " +
+        fmt(data.target_loss, 2) + ": r = " + fmt(data.ratios[j], 3) + ", n = " + data.n[i] +
+        " reaches α = " + fmt(run.end.alpha, 3) + " (at τ = " + fmt(run.end.tau, 3) + ")";
       if (j !== ref) {
         sentence += "; r = 1 reaches α = " + fmt(reference.end.alpha, 3) + " (at τ = " +
           fmt(reference.end.tau, 3) + ")";

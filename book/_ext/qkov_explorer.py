@@ -52,7 +52,7 @@ TOLERANCE = 2e-3
 # 12-unit text is drawn at >= 12 px), one column on a phone.
 STYLE = """
 .qkov-explorer { border: 1px solid #ccc; border-radius: 4px; padding: 0.8em; margin: 1em 0; }
-.qkov-explorer .qkx-controls { display: grid; gap: 0.6em; margin-bottom: 0.6em;
+.qkov-explorer .qkx-controls { display: grid; gap: 0.6em 1.5em; margin-bottom: 0.6em;
   grid-template-columns: repeat(auto-fill, minmax(min(100%, 280px), 1fr)); }
 .qkov-explorer label { display: block; font-weight: 600; font-size: 0.95em; }
 .qkov-explorer label output { font-weight: 400; font-variant-numeric: tabular-nums; }
