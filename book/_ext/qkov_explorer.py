@@ -4,8 +4,8 @@ At build time the library solves the flow (``qkov.figures.paper_fig4.trajectorie
 figure's own call, with the defaults of its ``Parameters``) on a grid: the learning-rate
 ratios r = eta_QK / eta_OV at 1, 2 and 5 per decade across the figure's ratios, and the
 irrelevant tokens n at 1, 2, 5 per decade from 1 to ``n-max`` (n sets the initial attention
-alpha(0) = m / (m + n)). Each run is sampled as the figure samples it, thinned to the points
-a plot needs (:func:`thin`) and rounded, and the grid goes into the page as inline JSON
+alpha(0) = m / (m + n)). Each run is sampled on a geometric time axis, as the figure does,
+thinned to the points a plot needs (:func:`thin`) and rounded, and the grid goes into the page as inline JSON
 (about 120 KB; inline, so that the book opened from disk works too). ``qkov_explorer.js``
 only draws: its sliders step through the grid, so every curve on the page is one the
 library computed, and the alpha marked at the target loss is the library's number, not an
@@ -149,14 +149,14 @@ def grid(n_max: int) -> dict:
         runs.append([run_data(tr, q) for tr in paper_fig4.trajectories(q)])
         alpha0.append(float(f"{float(attention_mass(0.0, q.setting)):.4g}"))
     faster = min(r for r in p.ratios if r > 1)  # the figure's first ratio with faster QK
-    return {"m": p.m, "target_loss": p.target_loss, "loss_axis": loss_axis(p),
+    return {"target_loss": p.target_loss, "loss_axis": loss_axis(p),
             "ratios": ratios, "n": ns, "alpha0": alpha0,
             "start": {"r": ratios.index(faster), "reference_r": ratios.index(1.0),
                       "n": ns.index(p.n)},
             "runs": runs}
 
 
-def _ends(uid: str, name: str, label: str, values: list[float], start: int) -> str:
+def _slider(uid: str, name: str, label: str, values: list[float], start: int) -> str:
     """A slider over the indices of ``values``, its value shown in the label, its ends under it."""
     return (f'<div><label for="{uid}-{name}">{label}: <output class="qkx-{name}-value" '
             f'for="{uid}-{name}">{values[start]:g}</output></label>'
@@ -177,9 +177,9 @@ def panel_html(data: dict, uid: str = "qkx") -> str:
         f'viewBox="0 0 280 200"></svg></figure>'
         for key, title in PLOTS)
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
-    ratio = _ends(uid, "r", "Learning-rate ratio r = η<sub>QK</sub> / η<sub>OV</sub>",
+    ratio = _slider(uid, "r", "Learning-rate ratio r = η<sub>QK</sub> / η<sub>OV</sub>",
                   data["ratios"], start["r"])
-    tokens = _ends(uid, "n", "Irrelevant tokens n",
+    tokens = _slider(uid, "n", "Irrelevant tokens n",
                    data["n"], start["n"])
     return f"""<style>{STYLE}</style>
 <div class="qkov-explorer" {MARK}="">
