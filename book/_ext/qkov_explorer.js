@@ -1,166 +1,32 @@
-/* The reduced-dynamics explorer of the qkov companion book (plain JS and SVG, no library).
+/* The reduced-dynamics explorer of the qkov companion book: it draws, it computes nothing.
  *
- * The ODE is the paper's (lib/qkov/theory/reduced.py, book/paper-fig4.md):
- *   alpha = m e^{mu_qk} / (m e^{mu_qk} + n),   L = log(1 + (M - 1) e^{-alpha mu_ov}),
- *   d mu_ov/dt = eta_ov alpha / (b [e^{alpha mu_ov} + M - 1]),
- *   d mu_qk/dt = eta_qk (M - 1) alpha (1 - alpha) mu_ov / (M b^2 [e^{alpha mu_ov} + M - 1]),
- * from mu = 0 until the loss first reaches the target, which takes many decades of time. The
- * integrator takes RK4 steps in s = log t (dy/ds = t f(y)), at most 1/100 of a decade and
- * shorter where step doubling asks for it, after a short linear start from t = 0; the
- * crossing of the target loss is found by bisection on the length of the last step. Time is
- * shown normalised, tau = min(eta_ov, eta_qk) t.
- *
- * The panel (made by qkov_explorer.py) carries the constants as data attributes. The model
- * functions are exported as window.qkovExplorer (and module.exports under node) for tests.
+ * qkov_explorer.py solved the flow with the library at build time on a grid of ratios r and
+ * token counts n and put it in the panel as JSON: runs[i_n][i_r] = {x: log10 tau, mu_ov,
+ * mu_qk, loss: log10 L, alpha, end: {tau, alpha} where the loss reaches the target}. The
+ * sliders step through the grid's indices. Drawn: the sliders' run (solid), r = 1 at the
+ * same n (dashed), the runs shown before (faint), and a dot where each reaches the target.
  */
 (function () {
   "use strict";
 
-  var STEPS_PER_DECADE = 100;  // at most this long RK4 steps in log time (the plots' points)
-  var RTOL = 1e-10, ATOL = 1e-14;  // local error bounds of a step; the tests check against scipy
-  var START_TAU = 1e-3;        // linear start up to here; the plots begin at tau = 1
-  var START_STEPS = 50;
-
-  function expit(z) {  // 1 / (1 + e^{-z}) without overflow
-    if (z >= 0) return 1 / (1 + Math.exp(-z));
-    var e = Math.exp(z);
-    return e / (1 + e);
-  }
-
-  function setting(p) {  // p: {m, n, b, M, etaOV, etaQK, targetLoss}
-    var names = ["m", "n", "b", "M", "etaOV", "etaQK", "targetLoss"];
-    for (var i = 0; i < names.length; i++) {
-      var v = p[names[i]];
-      if (typeof v !== "number" || !isFinite(v) || v <= 0) {
-        throw new Error("qkov explorer: " + names[i] + " must be a positive number, got " + v);
-      }
-    }
-    if (p.M < 2) throw new Error("qkov explorer: M must be >= 2, got " + p.M);
-    if (p.targetLoss >= Math.log(p.M)) {
-      throw new Error("qkov explorer: targetLoss must lie below log M = " + Math.log(p.M));
-    }
-    return {m: p.m, n: p.n, b: p.b, M: p.M, etaOV: p.etaOV, etaQK: p.etaQK,
-            targetLoss: p.targetLoss, logRho: Math.log(p.m / p.n),
-            timeScale: Math.min(p.etaOV, p.etaQK)};
-  }
-
-  function alpha(muQK, s) { return expit(muQK + s.logRho); }
-
-  function loss(muOV, muQK, s) {  // log(1 + e^x), x = log(M - 1) - alpha mu_ov
-    var x = Math.log(s.M - 1) - alpha(muQK, s) * muOV;
-    return Math.max(x, 0) + Math.log1p(Math.exp(-Math.abs(x)));
-  }
-
-  function rhs(y, s) {
-    var z = y[1] + s.logRho, a = expit(z), notA = expit(-z);
-    var decay = Math.exp(-a * y[0]);
-    var inv = decay / (1 + (s.M - 1) * decay);  // 1 / (e^{alpha mu_ov} + M - 1)
-    return [s.etaOV * a * inv / s.b,
-            s.etaQK * (s.M - 1) * a * notA * y[0] * inv / (s.M * s.b * s.b)];
-  }
-
-  function add(y, k, h) { return [y[0] + h * k[0], y[1] + h * k[1]]; }
-
-  function rk4Linear(y, t, h, s) {  // one step of length h in t
-    var k1 = rhs(y, s), k2 = rhs(add(y, k1, h / 2), s);
-    var k3 = rhs(add(y, k2, h / 2), s), k4 = rhs(add(y, k3, h), s);
-    return [y[0] + h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0]),
-            y[1] + h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])];
-  }
-
-  function rk4Log(y, logT, h, s) {  // one step of length h in log t: dy/ds = t f(y)
-    function g(state, lt) { var f = rhs(state, s), t = Math.exp(lt); return [t * f[0], t * f[1]]; }
-    var k1 = g(y, logT), k2 = g(add(y, k1, h / 2), logT + h / 2);
-    var k3 = g(add(y, k2, h / 2), logT + h / 2), k4 = g(add(y, k3, h), logT + h);
-    return [y[0] + h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0]),
-            y[1] + h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])];
-  }
-
-  function linearStart(t, s) {  // the state at a small time t, from mu = 0
-    var y = [0, 0], h = t / START_STEPS;
-    for (var i = 0; i < START_STEPS; i++) y = rk4Linear(y, i * h, h, s);
-    return y;
-  }
-
-  /* The trajectory from mu = 0 to the target loss: arrays tau, muOV, muQK (one entry per
-   * step, the last at the crossing) and tauTarget, the normalised time of the crossing. */
-  function solve(params) {
-    var s = setting(params);
-    var hMax = Math.LN10 / STEPS_PER_DECADE, h = hMax, t0 = START_TAU / s.timeScale;
-    var logT = Math.log(t0), y = linearStart(t0, s);
-    var out = {setting: s, logT: [logT], tau: [START_TAU], muOV: [y[0]], muQK: [y[1]]};
-    var logTarget = Math.log(s.targetLoss);
-    for (var i = 0; i < 1e6; i++) {
-      // Step doubling: one step of h against two of h / 2; halve h until they agree, and
-      // keep the two half steps (Richardson-extrapolated). Steep take-offs of mu_QK (small
-      // alpha(0), large r) need steps far below the plotting resolution h = hMax.
-      var full = rk4Log(y, logT, h, s);
-      var half = rk4Log(rk4Log(y, logT, h / 2, s), logT + h / 2, h / 2, s);
-      var err = Math.max(Math.abs(full[0] - half[0]) / (ATOL + RTOL * Math.abs(half[0])),
-                         Math.abs(full[1] - half[1]) / (ATOL + RTOL * Math.abs(half[1]))) / 15;
-      if (err > 1 && h > hMax * 1e-9) { h /= 2; continue; }
-      var next = [half[0] + (half[0] - full[0]) / 15, half[1] + (half[1] - full[1]) / 15];
-      if (Math.log(loss(next[0], next[1], s)) <= logTarget) {
-        var lo = 0, hi = h;  // the loss falls monotonically: bisect on the step length
-        for (var j = 0; j < 60; j++) {
-          var mid = (lo + hi) / 2, ym = rk4Log(y, logT, mid, s);
-          if (Math.log(loss(ym[0], ym[1], s)) <= logTarget) hi = mid; else lo = mid;
-        }
-        next = rk4Log(y, logT, hi, s);
-        logT += hi;
-        push(out, logT, next, s);
-        out.tauTarget = s.timeScale * Math.exp(logT);
-        return out;
-      }
-      y = next;
-      logT += h;
-      push(out, logT, y, s);
-      if (err < 1 / 64) h = Math.min(2 * h, hMax);
-    }
-    throw new Error("qkov explorer: the loss did not reach the target");
-  }
-
-  function push(out, logT, y, s) {
-    out.logT.push(logT);
-    out.tau.push(s.timeScale * Math.exp(logT));
-    out.muOV.push(y[0]);
-    out.muQK.push(y[1]);
-  }
-
-  /* The state {tau, muOV, muQK, alpha, loss} at normalised time tau (0 <= tau <= tauTarget):
-   * a partial RK4 step from the stored step before it, as accurate as the steps. */
-  function stateAt(traj, tau) {
-    var s = traj.setting;
-    if (!(tau >= 0 && tau <= traj.tauTarget * (1 + 1e-12))) {
-      throw new Error("qkov explorer: tau must lie in [0, " + traj.tauTarget + "], got " + tau);
-    }
-    var y;
-    if (tau <= START_TAU) {
-      y = tau === 0 ? [0, 0] : linearStart(tau / s.timeScale, s);
-    } else {
-      var logT = Math.log(tau / s.timeScale), k = 0;
-      while (k + 1 < traj.logT.length && traj.logT[k + 1] <= logT) k++;
-      y = rk4Log([traj.muOV[k], traj.muQK[k]], traj.logT[k], logT - traj.logT[k], s);
-    }
-    return {tau: tau, muOV: y[0], muQK: y[1], alpha: alpha(y[1], s), loss: loss(y[0], y[1], s)};
-  }
-
-  var api = {solve: solve, stateAt: stateAt, alpha: alpha, loss: loss, rhs: rhs,
-             setting: setting, STEPS_PER_DECADE: STEPS_PER_DECADE};
-  if (typeof module !== "undefined" && module.exports) module.exports = api;
-  if (typeof window === "undefined") return;
-  window.qkovExplorer = api;
-
-  // --- drawing ------------------------------------------------------------------------------
-
   var SVG = "http://www.w3.org/2000/svg";
-  var W = 280, H = 200, LEFT = 46, RIGHT = 14, TOP = 24, BOTTOM = 40;  // viewBox units (px at 280 px)
-  var FONT = 12;
+  var W = 280, H = 200, LEFT = 46, RIGHT = 14, TOP = 24, BOTTOM = 40;  // viewBox units
+  var FONT = 12, BLUE = "#1f63b4", GREY = "#555", TRACES = 8;
   var SUP = {"0": "⁰", "1": "¹", "2": "²", "3": "³", "4": "⁴", "5": "⁵", "6": "⁶", "7": "⁷",
              "8": "⁸", "9": "⁹", "-": "⁻"};
+  var TITLES = {mu_ov: "μ_OV(τ)", mu_qk: "μ_QK(τ)", loss: "loss L(τ)", alpha: "attention mass α(τ)"};
 
   function power(k) {  // "10³"
     return "10" + String(k).split("").map(function (c) { return SUP[c]; }).join("");
+  }
+
+  function fmt(x, digits) {  // 0.922, 9.32×10⁶, 10⁻⁴
+    var a = Math.abs(x);
+    if (a >= 1e4 || (a > 0 && a < 1e-3)) {
+      var k = Math.floor(Math.log10(a)), mant = Number((x / Math.pow(10, k)).toPrecision(digits));
+      return mant === 1 ? power(k) : mant + "×" + power(k);
+    }
+    return String(Number(x.toPrecision(digits)));
   }
 
   function el(name, attrs, text) {
@@ -170,146 +36,165 @@
     return node;
   }
 
-  function fmt(x, digits) {
-    if (x === 0) return "0";
-    var a = Math.abs(x);
-    if (a >= 1e4 || a < 1e-3) {
-      var k = Math.floor(Math.log10(a)), mant = x / Math.pow(10, k);
-      return (mant.toPrecision(digits) + "×" + power(k)).replace(/^1(\.0+)?×/, "");
-    }
-    return String(Number(x.toPrecision(digits)));
+  function text(svg, x, y, anchor, content) {  // "_OV", "_QK" become lowered, same-size text
+    var node = el("text", {x: x, y: y, "text-anchor": anchor, "font-size": FONT,
+                           fill: "currentColor", "font-family": "sans-serif"});
+    content.split(/(_OV|_QK)/).forEach(function (part) {
+      if (/^_(OV|QK)$/.test(part)) {
+        node.appendChild(el("tspan", {dy: 3}, part.slice(1)));
+        node.appendChild(el("tspan", {dy: -3}, "\u200b"));  // back to the baseline
+      } else if (part) {
+        node.appendChild(document.createTextNode(part));
+      }
+    });
+    svg.appendChild(node);
   }
 
-  function niceTicks(lo, hi) {  // 3-6 round values in [lo, hi]
-    var span = hi - lo, step = Math.pow(10, Math.floor(Math.log10(span)));
-    if (span / step < 3) step /= 2;
-    if (span / step < 3) step /= 2.5;
-    if (span / step > 6) step *= 2;
-    if (span / step > 6) step *= 2.5;
-    var ticks = [];
-    for (var v = Math.ceil(lo / step) * step; v <= hi + 1e-9 * span; v += step) {
-      ticks.push(Math.abs(v) < 1e-12 * span ? 0 : v);
-    }
-    return ticks;
+  function ticks(top) {  // 3-6 round values from 0 to top
+    var step = Math.pow(10, Math.floor(Math.log10(top)));
+    if (top / step < 3) step /= 2;
+    if (top / step < 3) step /= 2.5;
+    if (top / step > 6) step *= 2;
+    var out = [];
+    for (var v = 0; v <= top * (1 + 1e-9); v += step) out.push(Number(v.toPrecision(6)));
+    return out;
   }
 
-  /* One plot: x = log10 tau, y linear or log10; series: [{x: [], y: [], cls}] */
-  function drawPlot(svg, spec) {
+  /* One plot: x = log10 tau in [0, xMax]; y in yRange (log10 for the loss); lines: [{run,
+   * style}], each style {stroke, width, opacity, dash}; marks at each run's end. */
+  function drawPlot(svg, key, xMax, yRange, yTicks, lines, target) {
     while (svg.firstChild) svg.removeChild(svg.firstChild);
-    var x0 = spec.xRange[0], x1 = spec.xRange[1], y0 = spec.yRange[0], y1 = spec.yRange[1];
-    function px(x) { return LEFT + (x - x0) / (x1 - x0) * (W - LEFT - RIGHT); }
+    var y0 = yRange[0], y1 = yRange[1];
+    function px(x) { return LEFT + x / xMax * (W - LEFT - RIGHT); }
     function py(y) { return H - BOTTOM - (y - y0) / (y1 - y0) * (H - TOP - BOTTOM); }
-    var font = {"font-size": FONT, fill: "currentColor", "font-family": "sans-serif"};
-    function text(x, y, anchor, content) {  // "_OV", "_QK" become lowered, same-size text
-      var attrs = {x: x, y: y, "text-anchor": anchor};
-      for (var k in font) attrs[k] = font[k];
-      var node = el("text", attrs);
-      content.split(/(_OV|_QK)/).forEach(function (part) {
-        if (/^_(OV|QK)$/.test(part)) {
-          node.appendChild(el("tspan", {dy: 3}, part.slice(1)));
-          node.appendChild(el("tspan", {dy: -3}, "\u200b"));  // back to the baseline
-        } else if (part) {
-          node.appendChild(document.createTextNode(part));
-        }
-      });
-      svg.appendChild(node);
-    }
-    text(LEFT, TOP - 8, "start", spec.title);
-    svg.appendChild(el("rect", {x: LEFT, y: TOP, width: W - LEFT - RIGHT, height: H - TOP - BOTTOM,
-                                fill: "none", stroke: "#999", "stroke-width": 1}));
-    var every = x1 - x0 > 6 ? 2 : 1;
-    for (var d = Math.ceil(x0); d <= x1; d++) {
+    text(svg, LEFT, TOP - 8, "start", TITLES[key]);
+    svg.appendChild(el("rect", {x: LEFT, y: TOP, width: W - LEFT - RIGHT,
+                                height: H - TOP - BOTTOM, fill: "none", stroke: "#999"}));
+    for (var d = 0; d <= xMax; d++) {
       svg.appendChild(el("line", {x1: px(d), x2: px(d), y1: H - BOTTOM, y2: H - BOTTOM + 4,
                                   stroke: "#999"}));
-      if (d % every === 0) text(px(d), H - BOTTOM + 17, "middle", power(d));
+      if (d % 2 === 0) text(svg, px(d), H - BOTTOM + 17, "middle", power(d));
     }
-    text((LEFT + W - RIGHT) / 2, H - 4, "middle", "time τ = min(η_OV, η_QK)·t");
-    spec.yTicks.forEach(function (v) {
+    text(svg, (LEFT + W - RIGHT) / 2, H - 4, "middle", "time τ = min(η_OV, η_QK)·t");
+    yTicks.forEach(function (v) {
       svg.appendChild(el("line", {x1: LEFT - 4, x2: LEFT, y1: py(v), y2: py(v), stroke: "#999"}));
-      text(LEFT - 6, py(v) + 4, "end", spec.yLog ? power(v) : fmt(v, 3));
+      text(svg, LEFT - 6, py(v) + 4, "end", key === "loss" ? power(v) : fmt(v, 3));
     });
-    spec.series.forEach(function (series) {
-      var d = "";
-      for (var i = 0; i < series.x.length; i++) {
-        d += (i ? "L" : "M") + px(series.x[i]).toFixed(2) + " " + py(series.y[i]).toFixed(2);
-      }
-      svg.appendChild(el("path", {d: d, fill: "none", stroke: series.color,
-                                  "stroke-width": series.width, class: series.cls,
-                                  "stroke-dasharray": series.dash || "none"}));
-    });
-  }
-
-  function curves(traj) {  // points from tau = 1 on, log10 tau and the four quantities
-    var s = traj.setting, c = {x: [], mu_ov: [], mu_qk: [], loss: [], alpha: []};
-    for (var i = 0; i < traj.tau.length; i++) {
-      if (traj.tau[i] < 1) continue;
-      c.x.push(Math.log10(traj.tau[i]));
-      c.mu_ov.push(traj.muOV[i]);
-      c.mu_qk.push(traj.muQK[i]);
-      c.loss.push(Math.log10(loss(traj.muOV[i], traj.muQK[i], s)));
-      c.alpha.push(alpha(traj.muQK[i], s));
+    if (target !== undefined) {  // the target loss
+      svg.appendChild(el("line", {x1: LEFT, x2: W - RIGHT, y1: py(target), y2: py(target),
+                                  stroke: "#b33", "stroke-dasharray": "1 3", class: "qkx-target"}));
+      text(svg, LEFT + 4, py(target) - 4, "start", "target");
     }
-    return c;
+    lines.forEach(function (line) {
+      var run = line.run, s = line.style, path = "";
+      for (var i = 0; i < run.x.length; i++) {
+        path += (i ? "L" : "M") + px(run.x[i]).toFixed(1) + " " + py(run[key][i]).toFixed(1);
+      }
+      svg.appendChild(el("path", {d: path, fill: "none", stroke: s.stroke, "stroke-width": s.width,
+                                  "stroke-opacity": s.opacity, "stroke-dasharray": s.dash,
+                                  class: s.cls}));
+      var last = run.x.length - 1;
+      svg.appendChild(el("circle", {cx: px(run.x[last]), cy: py(run[key][last]),
+                                    r: s.cls === "qkx-trace" ? 2 : 3.5, fill: s.stroke,
+                                    "fill-opacity": s.opacity, class: s.cls + "-end"}));
+      if (key === "alpha" && s.cls !== "qkx-trace") {  // a level line to the axis
+        svg.appendChild(el("line", {x1: LEFT, x2: px(run.x[last]), y1: py(run.alpha[last]),
+                                    y2: py(run.alpha[last]), stroke: s.stroke,
+                                    "stroke-width": 0.8, "stroke-dasharray": "1 2",
+                                    class: s.cls + "-level"}));
+      }
+    });
+    if (key === "alpha") {
+      label(svg, lines.filter(function (l) { return l.style.cls !== "qkx-trace"; }), py);
+    }
   }
 
-  function max(values) { return values.reduce(function (a, b) { return Math.max(a, b); }, 0); }
+  /* alpha at the target loss, written at the left above its level line (where every curve
+   * is still flat at alpha(0)), or below it at the top of the plot; one label where two would
+   * meet. The text has a halo in the page's background colour, to stay legible on a curve. */
+  function label(svg, lines, py) {
+    function place(alpha) {
+      var y = py(alpha) - 3;
+      return y < TOP + FONT + 1 ? py(alpha) + FONT + 1 : y;
+    }
+    var current = lines[lines.length - 1].run.end.alpha, y = place(current);
+    var labels = [[y, "α = " + fmt(current, 3)]];
+    if (lines.length > 1) {
+      var reference = lines[0].run.end.alpha, yRef = place(reference);
+      if (Math.abs(yRef - y) < FONT + 2) labels[0][1] += ", at r = 1: " + fmt(reference, 3);
+      else labels.push([yRef, "α = " + fmt(reference, 3) + " at r = 1"]);
+    }
+    labels.forEach(function (item) {
+      text(svg, LEFT + 4, item[0], "start", item[1]);
+      var node = svg.lastChild;
+      node.setAttribute("class", "qkx-alpha-label");
+      node.setAttribute("style", "paint-order: stroke; stroke: var(--pst-color-background, #fff); " +
+                        "stroke-width: 3px; stroke-linejoin: round");
+    });
+  }
+
+  var STYLES = {
+    current: {stroke: BLUE, width: 2.5, opacity: 1, dash: "none", cls: "qkx-curve"},
+    reference: {stroke: GREY, width: 1.5, opacity: 1, dash: "4 3", cls: "qkx-reference"},
+    trace: {stroke: BLUE, width: 1.5, opacity: 0.3, dash: "none", cls: "qkx-trace"}
+  };
 
   function setUp(panel) {
-    var data = panel.dataset;
-    var base = {m: +data.m, b: +data.b, M: +data.bigM, etaOV: +data.etaOv,
-                targetLoss: +data.targetLoss};
+    var data = JSON.parse(panel.querySelector(".qkx-data").textContent);
     var rInput = panel.querySelector(".qkx-r"), nInput = panel.querySelector(".qkx-n");
     var out = panel.querySelector(".qkx-values");
-    rInput.min = Math.log10(+data.rMin);
-    rInput.max = Math.log10(+data.rMax);
-    rInput.value = 0;  // r = 1
-    nInput.max = data.nMax;
-    nInput.value = data.n;
-    var reference = null;  // the paper's start (r = 1, n of Fig. 4), drawn dashed for comparison
+    var traces = [], shown = null;  // [i_n, i_r] of earlier settings; the one drawn last
 
-    function params(r, n) {
-      return {m: base.m, n: n, b: base.b, M: base.M, etaOV: base.etaOV, etaQK: r * base.etaOV,
-              targetLoss: base.targetLoss};
-    }
+    function same(a, b) { return a[0] === b[0] && a[1] === b[1]; }
 
     function redraw() {
-      var r = Math.pow(10, +rInput.value), n = +nInput.value;
-      var traj = solve(params(r, n)), s = traj.setting, c = curves(traj);
-      var end = stateAt(traj, traj.tauTarget), alpha0 = alpha(0, s);
-      rInput.setAttribute("aria-valuetext", "r = " + fmt(r, 3));
-      nInput.setAttribute("aria-valuetext", "n = " + n + ", initial attention " + fmt(alpha0, 3));
-      out.innerHTML = "r = " + fmt(r, 3) + ";  n = " + n + ", α(0) = " + fmt(alpha0, 3) +
-        ";  the loss reaches " + fmt(s.targetLoss, 2) + " at τ = " + fmt(traj.tauTarget, 3) +
-        ", with α = " + fmt(end.alpha, 4) + ", μ<sub>OV</sub> = " + fmt(end.muOV, 4) +
-        ", μ<sub>QK</sub> = " + fmt(end.muQK, 4) + ".";  // numbers only: no markup to escape
-      var ref = reference, xMax = Math.ceil(max(c.x.concat(ref ? ref.x : [])));
-      var keys = ["mu_ov", "mu_qk", "loss", "alpha"];
-      keys.forEach(function (key) {
-        var svg = panel.querySelector('[data-plot="' + key + '"] svg');
-        var series = [];
-        if (ref && ref !== c) {
-          series.push({x: ref.x, y: ref[key], color: "#888", width: 1.5, dash: "4 3",
-                       cls: "qkx-reference"});
-        }
-        series.push({x: c.x, y: c[key], color: "#1f63b4", width: 2.5, cls: "qkx-curve"});
-        var yRange, yTicks, yLog = key === "loss";
-        if (key === "alpha") {
-          yRange = [0, 1]; yTicks = [0, 0.25, 0.5, 0.75, 1];
-        } else if (yLog) {
-          yRange = [Math.floor(Math.log10(s.targetLoss)), Math.log10(Math.log(s.M))];
-          yTicks = [];
-          for (var k = yRange[0]; k <= yRange[1]; k++) yTicks.push(k);
-        } else {
-          var top = max(c[key].concat(ref ? ref[key] : [])) * 1.05 || 1;
-          yRange = [0, top]; yTicks = niceTicks(0, top);
-        }
-        var title = {mu_ov: "μ_OV(τ)", mu_qk: "μ_QK(τ)", loss: "loss L(τ)",
-                     alpha: "attention mass α(τ)"}[key];
-        drawPlot(svg, {xRange: [0, Math.max(xMax, 1)], yRange: yRange, yTicks: yTicks,
-                       yLog: yLog, series: series, title: title});
+      var i = +nInput.value, j = +rInput.value, ref = data.start.reference_r;
+      if (shown && !same(shown, [i, j])) {  // the setting left becomes the newest trace
+        traces = traces.filter(function (t) { return !same(t, shown); }).concat([shown]);
+        if (traces.length > TRACES) traces.shift();
+      }
+      shown = [i, j];
+      var run = data.runs[i][j], reference = data.runs[i][ref];
+      var lines = traces.filter(function (t) { return !same(t, shown) && !same(t, [i, ref]); })
+        .map(function (t) { return {run: data.runs[t[0]][t[1]], style: STYLES.trace}; });
+      if (j !== ref) lines.push({run: reference, style: STYLES.reference});
+      lines.push({run: run, style: STYLES.current});
+
+      rInput.setAttribute("aria-valuetext", "r = " + fmt(data.ratios[j], 3));
+      nInput.setAttribute("aria-valuetext", "n = " + data.n[i] + ", initial attention " +
+                          fmt(data.alpha0[i], 3));
+      panel.querySelector(".qkx-r-value").textContent = fmt(data.ratios[j], 3);
+      panel.querySelector(".qkx-n-value").textContent = data.n[i];
+      var sentence = "From α(0) = " + fmt(data.alpha0[i], 3) + ", at the target loss " +
+        fmt(data.target_loss, 2) + ": r = " + fmt(data.ratios[j], 3) + ", n = " + data.n[i] +
+        " reaches α = " + fmt(run.end.alpha, 3) + " (at τ = " + fmt(run.end.tau, 3) + ")";
+      if (j !== ref) {
+        sentence += "; r = 1 reaches α = " + fmt(reference.end.alpha, 3) + " (at τ = " +
+          fmt(reference.end.tau, 3) + ")";
+      }
+      out.textContent = sentence + ".";
+
+      var xMax = 0, tops = {mu_ov: 0, mu_qk: 0};
+      lines.forEach(function (line) {
+        xMax = Math.max(xMax, Math.ceil(line.run.x[line.run.x.length - 1]));
+        for (var key in tops) tops[key] = Math.max(tops[key], Math.max.apply(null, line.run[key]));
       });
-      if (!reference) reference = c;
-      panel.qkovTrajectory = traj;  // what is drawn, for the tests
+      ["mu_ov", "mu_qk", "loss", "alpha"].forEach(function (key) {
+        var range, yTicks, target;
+        if (key === "alpha") {
+          range = [0, 1]; yTicks = [0, 0.25, 0.5, 0.75, 1];
+        } else if (key === "loss") {
+          range = data.loss_axis; yTicks = [];
+          for (var k = Math.ceil(range[0]); k <= range[1]; k++) yTicks.push(k);
+          target = Math.log10(data.target_loss);
+        } else {
+          range = [0, tops[key] * 1.05 || 1]; yTicks = ticks(range[1]);
+        }
+        drawPlot(panel.querySelector('[data-plot="' + key + '"] svg'), key, Math.max(xMax, 1),
+                 range, yTicks, lines, target);
+      });
+      panel.qkovShown = {n: data.n[i], r: data.ratios[j], alpha: run.end.alpha,  // for tests
+                         referenceAlpha: reference.end.alpha, traces: traces.length};
     }
 
     rInput.addEventListener("input", redraw);
