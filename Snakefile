@@ -58,19 +58,25 @@ for spec in SPECS:
             RUN_NOTEBOOK
 
 
-# Sweeps (qkov_tools.sweeps): each sweeps/<name>.yaml is one job per parameter set, a run of its
-# figure's notebook into artifacts/sweeps/<name>/<set>/, and a gather job that draws the
-# sweep once every set is done. They run only when asked for:
+# Sweeps (qkov_tools.sweeps): each sweeps/<name>.yaml is a grid of parameter sets, named by
+# Snakemake's Paramspace; one job per set, a papermill run of its figure's notebook into
+# artifacts/sweeps/<name>/<set>/, and a gather job that draws the sweep once every set is
+# done. They run only when asked for:
 #     snakemake --cores 2 sweep_<name>
 # (`--config sweeps_dir=DIR` reads the sweep files from DIR instead of sweeps/). A set's
-# parameters are its `params`: editing one set re-runs that set only.
+# parameters are its job's `params`: editing the file's base re-runs every set; a new grid
+# value is a new set, and only it runs.
+
+import json
+import re
+from pathlib import Path
 
 from qkov_tools import sweeps
 
 # The commands are constants: a job run by a cluster evaluates its rule's shell command again,
 # after this loop, so the command must not name the loop's variable (only params do).
-RUN_SET = (f"{sys.executable} -m qkov_tools.sweeps run {{params.sweep_file}} {{wildcards.set}}"
-           " > {log} 2>&1")
+RUN_SET = (f"{sys.executable} -m qkov_tools run {{input.notebook}} --output {{output[1]:q}}"
+           " -y {params.values:q} > {log:q} 2>&1")
 GATHER = f"{sys.executable} -m qkov_tools.sweeps gather {{params.sweep_file}} > {{log}} 2>&1"
 
 SWEEPS = sweeps.load_all(config.get("sweeps_dir", f"{workflow.basedir}/{sweeps.SWEEPS_DIR}"))
@@ -84,14 +90,15 @@ for sweep in SWEEPS:
             notebook=sweep.notebook,
             library=library_inputs(sweep.notebook, workflow.basedir),
         output:
-            sweep.set_outputs("{set}"),
-        params:
-            sweep_file=str(sweep.path),
-            values=lambda wildcards, sweep=sweep: sweep.get(wildcards.set).values,
+            sweep.set_outputs(sweep.pattern),  # summary.json; notebook.ipynb, output[1]
+        params:  # the set's parameters (JSON, which YAML reads), its folder absolute
+            values=lambda wildcards, sweep=sweep: json.dumps({
+                **sweep.values(wildcards.set),
+                "artifacts_dir": str(Path(sweep.set_folder(wildcards.set)).resolve())}),
         log:
-            sweep.log("{set}"),
+            sweep.log(sweep.pattern),
         wildcard_constraints:
-            set="|".join(s.id.replace(".", r"\.") for s in sweep.sets),
+            set="|".join(map(re.escape, sweep.sets)),
         threads: sweep.threads
         resources:
             **sweep.resources,
@@ -102,12 +109,12 @@ for sweep in SWEEPS:
         name:
             sweep.rule
         input:
-            [path for s in sweep.sets for path in sweep.set_outputs(s.id)],
+            [path for set_id in sweep.sets for path in sweep.set_outputs(set_id)],
         output:
             sweep.gathered,
         params:  # editing the sets or the plot in the sweep file gathers again
             sweep_file=str(sweep.path),
-            sets=[s.id for s in sweep.sets],
+            sets=list(sweep.sets),
             plot=sweep.plot,
         log:
             f"{sweeps.LOG_DIR}/{sweep.name}/gather.log",

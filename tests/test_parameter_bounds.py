@@ -224,7 +224,7 @@ def test_fewer_workers_than_the_default_run_cost_more_minutes():
 def test_the_project_sweeps_are_accepted_and_cost_at_most_a_default_run():
     for sweep in sweeps.load_all(REPO / "sweeps"):
         Parameters = figures.module(sweep.figure_id).Parameters
-        for s in sweep.sets:
-            p = Parameters(**s.values)
+        for set_id in sweep.sets:
+            p = Parameters(**sweep.values(set_id))
             if p.cost() is not None:
-                assert p._cost.minutes <= Parameters()._cost.minutes, (sweep.name, s.id)
+                assert p._cost.minutes <= Parameters()._cost.minutes, (sweep.name, set_id)

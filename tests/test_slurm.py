@@ -128,11 +128,11 @@ def test_the_small_sweep_on_slurm_survives_a_lost_job_and_equals_a_local_run(clu
         lost: ["COMPLETED"], "gather": ["COMPLETED"]}, jobs
 
     # Every set ran as a SLURM job that completed, and left a SLURM log named by its job id.
-    for s in sweep.sets:
-        job_id, state = jobs[s.id][-1]
+    for set_id in sweep.sets:
+        job_id, state = jobs[set_id][-1]
         assert state == "COMPLETED", jobs
-        assert (work / f".snakemake/slurm_logs/rule_{sweep.set_rule}/{s.id}/{job_id}.log").is_file()
-        assert (work / sweep.set_folder(s.id) / "notebook.ipynb").is_file()
+        assert (work / f".snakemake/slurm_logs/rule_{sweep.set_rule}/{set_id}/{job_id}.log").is_file()
+        assert (work / sweep.set_folder(set_id) / "notebook.ipynb").is_file()
 
     # 3. The same sweep locally: the gathered table is the same, number for number.
     local = workflow_dir(tmp_path / "local")

@@ -1,31 +1,30 @@
 """Sweeps as data: many runs of one figure notebook, declared once in ``sweeps/<name>.yaml``.
 
+    snakemake --cores 2 sweep_fig4_small                          # run a sweep (the Snakefile)
     python -m qkov_tools.sweeps list                              # the sweeps and their sets
     python -m qkov_tools.sweeps status sweeps/fig4-small.yaml     # done / failed / missing, with logs
-    python -m qkov_tools.sweeps run sweeps/fig4-small.yaml SET    # one set (what a Snakemake job runs)
-    python -m qkov_tools.sweeps gather sweeps/fig4-small.yaml     # results.csv + figure, if complete
 
-A sweep file names a figure and its parameter sets, either listed or as a grid::
+A sweep file names a figure and a grid of parameters; every combination is one set::
 
     figure: paper-fig4          # notebooks/paper-fig4.ipynb, qkov.figures.paper_fig4.Parameters
     base: {target_loss: 1e-3}   # parameters every set shares (optional)
-    sets:                       # a list of sets (each may name itself with `id`) ...
-      - {id: small, m: 2}
-    grid: {M: [10, 20]}         # ... or a grid: every combination (not both)
-    plot: {x: r, y: [alpha], where: {loss: 0.01}, logx: true}  # the gathered figure: columns
-                                # of results.csv, rows where `where` holds (optional)
+    grid: {M: [10, 20], seeds: [[1], [2]]}  # each parameter's values, one per set: 4 sets
+    same: {variant_ratios: ratios}  # a parameter that takes a grid column's value (optional)
+    plot: {x: r, y: [alpha], group: M, where: {loss: 0.01}, logx: true}  # the gathered figure:
+                                # columns of results.csv, rows where `where` holds (optional)
     threads: 1                  # cores per set (default: its figure's SPEC.threads)
     resources: {mem_mb: 2000, runtime: 10}  # per set, for a cluster (ignored locally;
                                 # default: its figure's SPEC.resources)
 
-Every set is checked with the figure's own ``Parameters`` when the file is read, so a typo or
-a wrong type fails before any job starts, naming the file, the set and the parameter. The
-Snakefile makes one job per set (a papermill run of the notebook into
-``artifacts/sweeps/<name>/<set>/``, the executed notebook kept there as ``notebook.ipynb``)
-and a gather job ``sweep_<name>`` that writes ``results.csv`` (every set's summary rows, with
-the set and its parameters) and ``figure.{png,pdf,svg}``. A set counts as done only when its
-``notebook.ipynb`` exists (stored last, atomically, after the whole notebook ran) and its
-``summary.json`` holds the set's parameters; the gather refuses to draw anything else.
+The grid is expanded into a table (pandas), and Snakemake's ``Paramspace`` names each set from
+its grid values (``M~10_seeds~1``): its folder ``artifacts/sweeps/<name>/<set>/`` and the
+Snakefile's ``{set}`` wildcard. Every set is checked with the figure's own ``Parameters`` when
+the file is read, so a typo or a wrong type fails before any job starts, naming the file, the
+set and the parameter. The Snakefile makes one job per set (a papermill run of the notebook
+into the set's folder, the executed notebook kept there as ``notebook.ipynb``, stored last)
+and a gather job ``sweep_<name>`` that runs once every set's job is done and writes
+``results.csv`` (every set's summary rows, with the set and its grid values in front) and
+``figure.{png,pdf,svg}``. A set's parameters are its job's ``params``: editing them re-runs it.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import re
 import sys
 from dataclasses import dataclass
@@ -45,17 +43,14 @@ import yaml
 from qkov import figures
 from qkov.artifacts import repo_root, write_table
 
-from .notebooks import run as run_notebook
-
 SWEEPS_DIR = Path("sweeps")  # the sweep files, relative to the repository (the workflow)
 OUTPUT_DIR = Path("artifacts") / "sweeps"  # relative to the working directory of the run
 LOG_DIR = Path("artifacts") / "logs" / "sweeps"
 SLURM_LOG_DIR = Path(".snakemake") / "slurm_logs"  # where the SLURM executor puts job logs
 SET_FILES = ("summary.json", "notebook.ipynb")  # notebook.ipynb last: the set is complete
 GATHERED = ("results.csv", "figure.png", "figure.pdf", "figure.svg")
-KEYS = {"figure", "description", "base", "sets", "grid", "plot", "threads", "resources"}
+KEYS = {"figure", "description", "base", "grid", "same", "plot", "threads", "resources"}
 PLOT_KEYS = {"x", "y", "group", "where", "logx", "logy"}
-_SET_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 class SweepError(ValueError):
@@ -72,22 +67,12 @@ YamlLoader.add_implicit_resolver(
 
 
 def _text(value: Any) -> str:
-    """A parameter value as it appears in a set id: 0.1, 10, a-b for lists."""
+    """A grid value as it appears in a set's name: 0.1, 10, a-b for lists."""
     if isinstance(value, (list, tuple)):
         return "-".join(_text(v) for v in value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return f"{value:g}"
-    return re.sub(r"[^A-Za-z0-9._]+", "-", str(value)).strip("-") or "x"
-
-
-@dataclass(frozen=True)
-class ParameterSet:
-    """One run of a sweep: ``own`` are the values that make it a set (the set's entries or
-    grid point), ``values`` those plus the sweep's ``base``: what the notebook is given."""
-
-    id: str
-    own: dict
-    values: dict
+    return re.sub(r"[^A-Za-z0-9.]+", "-", str(value)).strip("-") or "x"
 
 
 @dataclass(frozen=True)
@@ -95,10 +80,13 @@ class Sweep:
     name: str
     path: Path
     figure_id: str
-    sets: tuple[ParameterSet, ...]
+    sets: dict[str, dict]  # set name (Paramspace's instance pattern) -> its grid values
+    base: dict
+    same: dict
     plot: dict
     threads: int
     resources: dict
+    pattern: str  # Paramspace's wildcard pattern: "{set}"
     description: str = ""
 
     @property
@@ -131,19 +119,14 @@ class Sweep:
     def gathered(self) -> list[str]:
         return [str(self.folder / name) for name in GATHERED]
 
-    def get(self, set_id: str) -> ParameterSet:
-        for s in self.sets:
-            if s.id == set_id:
-                return s
-        raise SweepError(f"{self.path}: no set {set_id!r}; its sets: "
-                         f"{', '.join(s.id for s in self.sets)}")
+    def values(self, set_id: str) -> dict:
+        """What the set's notebook is given: the base, the set's grid values, the copies."""
+        own = self.sets[set_id]
+        return {**self.base, **own, **{name: own[column] for name, column in self.same.items()}}
 
 
-def _check_set(path: Path, figure_id: str, set_id: str, values: dict) -> None:
+def _check_set(where: str, figure_id: str, values: dict) -> None:
     """The set's parameters, checked by the figure's own ``Parameters``."""
-    from qkov.checks import ParameterError
-
-    where = f"{path}: set {set_id!r}"
     if "artifacts_dir" in values:
         raise SweepError(f"{where}: parameter 'artifacts_dir': set by the sweep "
                          f"(artifacts/sweeps/<sweep>/<set>/), not by its file")
@@ -154,10 +137,8 @@ def _check_set(path: Path, figure_id: str, set_id: str, values: dict) -> None:
                          f"takes {', '.join(n for n in Parameters.names() if n != 'artifacts_dir')}")
     try:
         Parameters(**values)
-    except ParameterError as err:
-        raise SweepError(f"{where}: {err}") from None
-    except (TypeError, ValueError) as err:  # a check between fields or of a derived value
-        raise SweepError(f"{where}: {err}") from None
+    except (TypeError, ValueError) as err:  # ParameterError names the parameter; a check
+        raise SweepError(f"{where}: {err}") from None  # between fields names its fields
 
 
 def _mapping(path: Path, key: str, value: Any) -> dict:
@@ -168,40 +149,29 @@ def _mapping(path: Path, key: str, value: Any) -> dict:
     return value
 
 
-def _sets(path: Path, doc: dict) -> list[ParameterSet]:
-    base = _mapping(path, "base", doc.get("base"))
-    if ("sets" in doc) == ("grid" in doc):
-        raise SweepError(f"{path}: give either 'sets' (a list of parameter sets) or 'grid' "
-                         "(a mapping of parameter names to lists of values), not both or neither")
-    if "sets" in doc:
-        listed = doc["sets"]
-        if not isinstance(listed, list) or not listed:
-            raise SweepError(f"{path}: 'sets' must be a non-empty list of mappings, got {listed!r}")
-        entries = []
-        for k, entry in enumerate(listed):
-            entry = dict(_mapping(path, f"sets item {k}", entry))
-            entries.append((entry.pop("id", None), entry))
-    else:
-        grid = _mapping(path, "grid", doc["grid"])
-        if not grid:
-            raise SweepError(f"{path}: 'grid' is empty")
-        for name, values in grid.items():
-            if not isinstance(values, list) or not values:
-                raise SweepError(f"{path}: grid parameter {name!r}: expected a non-empty list "
-                                 f"of values, got {values!r}")
-        entries = [(None, dict(zip(grid, combo))) for combo in itertools.product(*grid.values())]
-    sets = []
-    for k, (set_id, own) in enumerate(entries):
-        set_id = str(set_id) if set_id is not None else (
-            "_".join(f"{name}-{_text(value)}" for name, value in own.items()) or f"set-{k}")
-        if not _SET_ID.match(set_id):
-            raise SweepError(f"{path}: set {set_id!r} (item {k}): a set id is letters, digits, "
-                             "'.', '_' and '-', starting with a letter or digit")
-        if any(s.id == set_id for s in sets):
-            raise SweepError(f"{path}: set {set_id!r} appears twice (item {k}); give each "
-                             "set a distinct `id`")
-        sets.append(ParameterSet(set_id, own, {**base, **own}))
-    return sets
+def _grid(path: Path, doc: dict) -> tuple[dict[str, dict], str]:
+    """Every combination of the grid's values (a pandas table, values kept as YAML gave
+    them), named by Paramspace: set name -> grid values, and the wildcard pattern."""
+    import pandas as pd
+    from snakemake.utils import Paramspace
+
+    grid = _mapping(path, "grid", doc.get("grid"))
+    if not grid:
+        raise SweepError(f"{path}: 'grid' must map parameter names to lists of values, one "
+                         f"per set, got {doc.get('grid')!r}")
+    for name, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise SweepError(f"{path}: grid parameter {name!r}: expected a non-empty list "
+                             f"of values, got {values!r}")
+    table = pd.DataFrame(list(itertools.product(*grid.values())), columns=list(grid),
+                         dtype=object)
+    space = Paramspace(table.map(_text), filename_params="*", single_wildcard="set")
+    names = list(space.instance_patterns)
+    for k, name in enumerate(names):
+        if name in names[:k]:
+            raise SweepError(f"{path}: set {name!r} appears twice: give each grid parameter "
+                             "distinct values")
+    return dict(zip(names, table.to_dict("records"))), space.wildcard_pattern
 
 
 def load(path: str | Path) -> Sweep:
@@ -214,7 +184,7 @@ def load(path: str | Path) -> Sweep:
     except yaml.YAMLError as err:
         raise SweepError(f"{path}: not valid YAML: {err}") from None
     if not isinstance(doc, dict):
-        raise SweepError(f"{path}: expected a mapping with 'figure' and 'sets' or 'grid'")
+        raise SweepError(f"{path}: expected a mapping with 'figure' and 'grid'")
     unknown = sorted(set(map(str, doc)) - KEYS)
     if unknown:
         raise SweepError(f"{path}: unknown key {unknown[0]!r}; a sweep file has "
@@ -223,9 +193,11 @@ def load(path: str | Path) -> Sweep:
     specs = figures.specs()
     if figure_id not in specs:
         raise SweepError(f"{path}: 'figure' must be one of {', '.join(specs)}, got {figure_id!r}")
-    sets = _sets(path, doc)
-    for s in sets:
-        _check_set(path, figure_id, s.id, s.values)
+    sets, pattern = _grid(path, doc)
+    same = _mapping(path, "same", doc.get("same"))
+    for name, column in same.items():
+        if column not in next(iter(sets.values())):
+            raise SweepError(f"{path}: same: {name!r} must name a grid parameter, got {column!r}")
 
     plot = _mapping(path, "plot", doc.get("plot"))
     bad = sorted(set(plot) - PLOT_KEYS)
@@ -246,8 +218,11 @@ def load(path: str | Path) -> Sweep:
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise SweepError(f"{path}: resource {name!r}: expected an integer or a string, "
                              f"got {value!r}")
-    return Sweep(path.stem, path, figure_id, tuple(sets), plot, threads, resources,
-                 str(doc.get("description", "")))
+    sweep = Sweep(path.stem, path, figure_id, sets, _mapping(path, "base", doc.get("base")),
+                  same, plot, threads, resources, pattern, str(doc.get("description", "")))
+    for set_id in sets:
+        _check_set(f"{path}: set {set_id!r}", figure_id, sweep.values(set_id))
+    return sweep
 
 
 def load_all(folder: str | Path) -> list[Sweep]:
@@ -260,40 +235,14 @@ def load_all(folder: str | Path) -> list[Sweep]:
     return sweeps
 
 
-# --- one set --------------------------------------------------------------------------------
-
-
-def run_set(sweep: Sweep, set_id: str, root: str | Path = ".") -> Path:
-    """Run one set: the figure's notebook with the set's parameters, its outputs in the set's
-    folder below ``root`` (the working directory of the workflow), the executed notebook
-    stored there last. Returns that folder."""
-    s = sweep.get(set_id)
-    folder = (Path(root) / sweep.set_folder(set_id)).resolve()
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "notebook.ipynb").unlink(missing_ok=True)  # done only once run again in full
-    notebook = repo_root() / sweep.notebook
-    print(f"sweep {sweep.name}, set {set_id}: {json.dumps(s.values)}", flush=True)
-    run_notebook(notebook, folder / "notebook.ipynb", {**s.values, "artifacts_dir": str(folder)})
-    return folder
-
-
 # --- state of a sweep -----------------------------------------------------------------------
-
-
-def _expected(sweep: Sweep, s: ParameterSet) -> dict:
-    """The parameters a finished set's summary.json records (all but its folder)."""
-    from qkov.artifacts import _plain
-
-    given = figures.module(sweep.figure_id).Parameters(**s.values).given
-    given.pop("artifacts_dir", None)
-    return json.loads(json.dumps(_plain(given)))
 
 
 @dataclass(frozen=True)
 class SetState:
-    set: ParameterSet
-    state: str  # done; stale (run with other parameters); failed (a log reports an error);
-    #             incomplete (started, not finished: running, or killed without a word); missing
+    set: str
+    state: str  # done; failed (a log reports an error); incomplete (started, not finished:
+    #             running, or killed without a word); missing
     log: str | None
     slurm_logs: tuple[str, ...]
     error: str = ""
@@ -308,29 +257,24 @@ def _last_error(log: Path) -> str:
 
 
 def states(sweep: Sweep, root: str | Path = ".") -> list[SetState]:
-    """Each set's state, with its run log and any SLURM job logs (paths relative to ``root``)."""
+    """Each set's state, with its run log and any SLURM job logs (paths relative to ``root``).
+    Whether a done set's parameters changed since is Snakemake's to say (``snakemake -n``)."""
     root = Path(root)
     out = []
-    for s in sweep.sets:
-        folder = root / sweep.set_folder(s.id)
-        log = root / sweep.log(s.id)
+    for set_id in sweep.sets:
+        log = root / sweep.log(set_id)
         slurm = tuple(str(p.relative_to(root)) for p in
-                      sorted((root / SLURM_LOG_DIR / f"rule_{sweep.set_rule}" / s.id).glob("*.log")))
-        log_text = str(log.relative_to(root)) if log.is_file() else None
+                      sorted((root / SLURM_LOG_DIR / f"rule_{sweep.set_rule}" / set_id).glob("*.log")))
         state, error = "missing", ""
-        if all((folder / name).is_file() for name in SET_FILES):
-            try:
-                recorded = json.loads((folder / "summary.json").read_text())["parameters"]
-                recorded.pop("artifacts_dir", None)
-            except (OSError, ValueError, KeyError, AttributeError):
-                recorded = None
-            state = "done" if recorded == _expected(sweep, s) else "stale"
+        if all((root / path).is_file() for path in sweep.set_outputs(set_id)):
+            state = "done"
         elif log.is_file() or slurm:
             error = _last_error(log) if log.is_file() else ""
             if not error and slurm:
                 error = _last_error(root / slurm[-1])
             state = "failed" if error else "incomplete"
-        out.append(SetState(s, state, log_text, slurm, error))
+        out.append(SetState(set_id, state, sweep.log(set_id) if log.is_file() else None,
+                            slurm, error))
     return out
 
 
@@ -338,20 +282,19 @@ def report(sweep: Sweep, found: list[SetState]) -> str:
     """A summary a researcher can act on: every set that is not done, with its parameters,
     the last error line and where to read the whole log."""
     counts = {k: sum(st.state == k for st in found)
-              for k in ("done", "failed", "incomplete", "stale", "missing")}
+              for k in ("done", "failed", "incomplete", "missing")}
     lines = [f"sweep {sweep.name} ({sweep.path}): " + ", ".join(f"{n} {k}" for k, n in
                                                               counts.items() if n)]
     for st in found:
         if st.state == "done":
             continue
-        lines.append(f"  {st.state:10s} {st.set.id}  {json.dumps(st.set.own)}")
+        lines.append(f"  {st.state:10s} {st.set}  {json.dumps(sweep.sets[st.set])}")
         if st.error:
             lines.append(f"             error: {st.error}")
         for log in ([st.log] if st.log else []) + list(st.slurm_logs):
             lines.append(f"             log:   {log}")
-    if counts["done"] < len(found):
-        lines.append(f"  re-run `snakemake --cores 2 {sweep.rule}` (or with --profile "
-                     "profiles/slurm): only the sets not done run again")
+    lines.append(f"  `snakemake --cores 2 {sweep.rule}` (or with --profile profiles/slurm) runs "
+                 "only the sets not done or whose parameters changed; add -n to list them")
     return "\n".join(lines)
 
 
@@ -372,28 +315,20 @@ def _cell(value: Any) -> Any:
 
 
 def gather_rows(sweep: Sweep, root: str | Path = ".") -> list[dict]:
-    """Every set's summary rows, each with ``set`` and the set's own parameters in front.
+    """Every set's summary rows, each with ``set`` and the set's grid values in front.
     Refuses (SweepError with the report) unless every set is done."""
     found = states(sweep, root)
     if any(st.state != "done" for st in found):
         raise SweepError("not gathering a partial sweep: " + report(sweep, found))
     rows = []
-    for s in sweep.sets:
-        summary = json.loads((Path(root) / sweep.set_folder(s.id) / "summary.json").read_text())
+    for set_id, own in sweep.sets.items():
+        summary = json.loads((Path(root) / sweep.set_folder(set_id) / "summary.json").read_text())
         for row in summary["rows"]:
-            front = {"set": s.id}
-            for name, value in s.own.items():
+            front = {"set": set_id}
+            for name, value in own.items():
                 front[f"param.{name}" if name in row or name == "set" else name] = _cell(value)
             rows.append({**front, **{k: _cell(v) for k, v in row.items()}})
-    columns = list(dict.fromkeys(k for row in rows for k in row))  # sets may vary different
-    return [{c: row.get(c, "") for c in columns} for row in rows]  # parameters: one header
-
-
-def _number(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
+    return rows
 
 
 def plot(sweep: Sweep, rows: list[dict]):
@@ -402,22 +337,23 @@ def plot(sweep: Sweep, rows: list[dict]):
     rows where every ``where`` column has its value are drawn (all are in results.csv)."""
     import textwrap
 
-    import numpy as np
+    import pandas as pd
     from matplotlib.ticker import NullFormatter
 
     from qkov.plotting import COLUMN_WIDTH_IN, house_style, new_figure
 
     spec = sweep.plot
-    columns = list(rows[0])
+    table = pd.DataFrame(rows)
     for key in [spec["x"], *spec["y"], *spec["where"]] + ([spec["group"]] if spec["group"] else []):
-        if key not in columns:
+        if key not in table:
             raise SweepError(f"{sweep.path}: plot column {key!r} is not in results.csv; its "
-                             f"columns: {', '.join(columns)}")
-    rows = [r for r in rows if all(r[k] == v or _number(r[k]) == _number(v)
-                                   for k, v in spec["where"].items())]
-    if not rows:
+                             f"columns: {', '.join(table)}")
+    number = lambda column: pd.to_numeric(column, errors="coerce")  # noqa: E731
+    for key, value in spec["where"].items():
+        table = table[(table[key] == value) | (number(table[key]) == number(value))]
+    if table.empty:
         raise SweepError(f"{sweep.path}: no row of results.csv has {spec['where']}")
-    groups = list(dict.fromkeys(row[spec["group"]] for row in rows)) if spec["group"] else [None]
+    groups = table.groupby(spec["group"], sort=False) if spec["group"] else [(None, table)]
     with house_style():
         # Drawn for the book's column, two panels a row (publish's 9 pt rule holds here too).
         columns = min(len(spec["y"]), 2)
@@ -427,15 +363,13 @@ def plot(sweep: Sweep, rows: list[dict]):
         for ax in axes[len(spec["y"]):]:
             ax.set_axis_off()
         for ax, y in zip(axes, spec["y"]):
-            for group in groups:
-                mine = [r for r in rows if group is None or r[spec["group"]] == group]
-                xs = sorted({_number(r[spec["x"]]) for r in mine} - {math.nan})
-                by_x = [[_number(r[y]) for r in mine if _number(r[spec["x"]]) == x] for x in xs]
-                mean = [np.nanmean(v) if np.isfinite(v).any() else np.nan for v in by_x]
+            for group, part in groups:
+                at_x = number(part[y]).groupby(number(part[spec["x"]])).agg(
+                    ["mean", "min", "max", "size"])
                 label = None if group is None else f"{spec['group']} = {group}"
-                line, = ax.plot(xs, mean, "o-", ms=4, label=label)
-                if any(len(v) > 1 for v in by_x):
-                    ax.fill_between(xs, [np.nanmin(v) for v in by_x], [np.nanmax(v) for v in by_x],
+                line, = ax.plot(at_x.index, at_x["mean"], "o-", ms=4, label=label)
+                if (at_x["size"] > 1).any():
+                    ax.fill_between(at_x.index, at_x["min"], at_x["max"],
                                     color=line.get_color(), alpha=0.2, lw=0)
             ax.set_xlabel(spec["x"])
             ax.set_ylabel(y)
@@ -470,30 +404,25 @@ def main(argv: list[str] | None = None) -> int:
     list_p = sub.add_parser("list", help="the sweeps of a folder and their sets")
     list_p.add_argument("folder", nargs="?", type=Path, default=repo_root() / SWEEPS_DIR)
     for name, text in (("status", "each set's state, with its log"),
-                       ("gather", "results.csv and the figure of a complete sweep")):
+                       ("gather", "results.csv and the figure of a complete sweep (what the "
+                        "gather job runs)")):
         p = sub.add_parser(name, help=text)
         p.add_argument("sweep", type=Path)
         p.add_argument("--root", type=Path, default=Path("."), help="the workflow's directory")
-    run_p = sub.add_parser("run", help="run one set (what a Snakemake job runs)")
-    run_p.add_argument("sweep", type=Path)
-    run_p.add_argument("set")
-    run_p.add_argument("--root", type=Path, default=Path("."), help="the workflow's directory")
     args = parser.parse_args(argv)
     try:
         if args.command == "list":
             for sweep in load_all(args.folder):
+                about = f": {sweep.description}" if sweep.description else ""
                 print(f"{sweep.rule}: {len(sweep.sets)} sets of {sweep.figure_id} "
-                      f"({', '.join(s.id for s in sweep.sets)})")
+                      f"({', '.join(sweep.sets)}){about}")
             return 0
         sweep = load(args.sweep)
         if args.command == "status":
             found = states(sweep, args.root)
             print(report(sweep, found))
             return 0 if all(st.state == "done" for st in found) else 1
-        if args.command == "run":
-            run_set(sweep, args.set, args.root)
-        else:
-            print("wrote", ", ".join(str(p) for p in gather(sweep, args.root)))
+        print("wrote", ", ".join(str(p) for p in gather(sweep, args.root)))
     except SweepError as err:
         print(err, file=sys.stderr)
         return 2
