@@ -44,9 +44,9 @@ V = tasks.VOCAB
 class Baseline(nn.Module):
     """The straightforward model: Linear layers applied to every position."""
 
-    def __init__(self, spec: models.ModelSpec):
+    def __init__(self, config: models.ModelConfig):
         super().__init__()
-        self.qk, self.ov = models.circuits(spec.parameterization)
+        self.qk, self.ov = models.circuits(config.parameterization)
         linear = lambda: nn.Linear(V, V, bias=False)  # noqa: E731
         if self.qk == "factorized":
             self.query, self.key = linear(), linear()

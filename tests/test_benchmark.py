@@ -56,7 +56,7 @@ def test_baseline_and_library_models_compute_the_same_function():
     batch = tasks.sample_tokens(torch.Generator().manual_seed(0), 16, 64)
     x = nn.functional.one_hot(batch.inputs, 50).float()
     for p in PARAMETERIZATIONS:
-        net = bench.Baseline(models.ModelSpec(p))
+        net = bench.Baseline(models.ModelConfig(p))
         if p[0] == "F":
             params = {"W_Q": net.query.weight, "W_K": net.key.weight}
         else:

@@ -15,14 +15,14 @@ def held_out():
 
 
 def test_fixed_attention_puts_alpha_on_distinct_tokens(held_out):
-    spec = models.ModelSpec("CACO", fixed_alpha=0.3)
+    spec = models.ModelConfig("CACO", fixed_alpha=0.3)
     p = models.init_parameters(spec, torch.Generator().manual_seed(0))
     result = metrics.evaluate(p, spec, held_out)
     assert np.allclose(result.attention, 0.3, atol=1e-6)
 
 
 def test_heatmap_is_a_percentage_table(held_out):
-    spec = models.ModelSpec("CACO")
+    spec = models.ModelConfig("CACO")
     p = models.init_parameters(spec, torch.Generator().manual_seed(0))
     result = metrics.evaluate(p, spec, held_out)
     h = result.heatmap()
@@ -50,7 +50,7 @@ def _loss_float64(p, spec, batch, alpha):
 
 @pytest.mark.parametrize("parameterization, seed, alpha", [("CACO", 1, 0.4), ("CAFO", 2, 0.8)])
 def test_sharpening_probe_matches_the_model_in_float64(held_out, parameterization, seed, alpha):
-    spec = models.ModelSpec(parameterization, ov_bias=parameterization == "CACO",
+    spec = models.ModelConfig(parameterization, ov_bias=parameterization == "CACO",
                             fixed_alpha=alpha)
     p = models.init_parameters(spec, torch.Generator().manual_seed(seed))
     d = 0.005
@@ -68,7 +68,7 @@ def test_sharpening_probe_matches_the_model_in_float64(held_out, parameterizatio
 
 
 def test_trained_ov_circuit_feels_pressure_to_sharpen(held_out):
-    config = T.RunConfig("ov", models.ModelSpec("CACO", ov_bias=True, fixed_alpha=0.4), 1234,
+    config = T.RunConfig("ov", models.ModelConfig("CACO", ov_bias=True, fixed_alpha=0.4), 1234,
                          epochs=2, batches_per_epoch=100, lr_ov=1.0, per_class_batches=True)
     result = T.train([config], progress=False)[0]
     loss, pressure = metrics.loss_sensitivity(result.params, held_out, 0.4)
@@ -98,7 +98,7 @@ def test_class_identifying_attention_adds_the_query_token():
 
 
 def test_batched_measures_equal_one_model_at_a_time(held_out):
-    specs = [models.ModelSpec("CACO"), models.ModelSpec("FAFO", qk_init="default")]
+    specs = [models.ModelConfig("CACO"), models.ModelConfig("FAFO", qk_init="default")]
     ensemble = models.Ensemble(specs, [torch.Generator().manual_seed(s) for s in (1, 2)])
     ensemble.params["W_K"][0, :, 10:] += 30.0  # CACO: all queries attend to tokens 10-49
     batched = metrics.learned_attention_measures(ensemble.circuits(), held_out.counts,

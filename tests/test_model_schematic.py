@@ -12,7 +12,7 @@ from matplotlib.text import Text
 from qkov import plotting
 from qkov.circuits import PARAMETERIZATIONS
 from qkov.figures import model_schematic
-from qkov.synthetic.models import ModelSpec, init_parameters
+from qkov.synthetic.models import ModelConfig, init_parameters
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def test_the_table_names_the_matrices_each_class_trains():
     rows = model_schematic.rows()
     assert [row["class"] for row in rows] == list(PARAMETERIZATIONS)
     for row in rows:
-        trained = init_parameters(ModelSpec(row["class"]), torch.Generator().manual_seed(0))
+        trained = init_parameters(ModelConfig(row["class"]), torch.Generator().manual_seed(0))
         assert set(row["matrices"].split(", ")) == set(trained) - {"b"}, row
         kinds = {"QK": row["QK circuit"], "OV": row["OV circuit"]}
         # the name's first letter is the QK circuit's, its third the OV circuit's

@@ -7,7 +7,7 @@ from qkov.circuits import PARAMETERIZATIONS
 from qkov.synthetic import models as M
 from qkov.synthetic import tasks
 
-SPECS = [M.ModelSpec(p, ov_bias=bias, fixed_alpha=alpha)
+SPECS = [M.ModelConfig(p, ov_bias=bias, fixed_alpha=alpha)
          for p in PARAMETERIZATIONS for bias in (False, True) for alpha in (None, 0.6)]
 
 
@@ -42,7 +42,7 @@ def test_dense_and_counts_paths_agree_in_logits_and_gradients(spec, batch):
 
 
 def test_attention_over_positions_sums_to_attention_over_tokens(batch):
-    spec = M.ModelSpec("CACO")
+    spec = M.ModelConfig("CACO")
     p = M.init_parameters(spec, torch.Generator().manual_seed(0))
     _, a_pos = M.dense_logits(p, batch.inputs)
     _, a_tok = M.count_logits(p, batch.to_counts().counts, batch.classes)
@@ -54,12 +54,12 @@ def ordered(specs):
     return [specs[i] for i in M.ensemble_order(specs)]
 
 
-MIXED = ordered([M.ModelSpec("FAFO", ov_bias=True), M.ModelSpec("CAFO"),
-                 M.ModelSpec("FAFO", qk_init="identity", ov_init="identity"),
-                 M.ModelSpec("FACO", ov_bias=True), M.ModelSpec("CACO"),
-                 M.ModelSpec("CACO", qk_init="identity", ov_init="identity", ov_bias=True)])
-FIXED = ordered([M.ModelSpec("CACO", ov_bias=True, fixed_alpha=0.3),
-                 M.ModelSpec("CAFO", fixed_alpha=0.8), M.ModelSpec("CACO", fixed_alpha=1.0)])
+MIXED = ordered([M.ModelConfig("FAFO", ov_bias=True), M.ModelConfig("CAFO"),
+                 M.ModelConfig("FAFO", qk_init="identity", ov_init="identity"),
+                 M.ModelConfig("FACO", ov_bias=True), M.ModelConfig("CACO"),
+                 M.ModelConfig("CACO", qk_init="identity", ov_init="identity", ov_bias=True)])
+FIXED = ordered([M.ModelConfig("CACO", ov_bias=True, fixed_alpha=0.3),
+                 M.ModelConfig("CAFO", fixed_alpha=0.8), M.ModelConfig("CACO", fixed_alpha=1.0)])
 
 
 @pytest.mark.parametrize("specs", [MIXED, FIXED], ids=["all-four", "fixed-attention"])
@@ -110,12 +110,12 @@ def test_every_ensemble_step_is_sgd_on_each_members_autograd_gradient(specs, sha
 
 def test_ensemble_order_is_required():
     with pytest.raises(ValueError, match="ensemble_order"):
-        M.Ensemble([M.ModelSpec("FAFO"), M.ModelSpec("CACO")], [torch.Generator()] * 2)
+        M.Ensemble([M.ModelConfig("FAFO"), M.ModelConfig("CACO")], [torch.Generator()] * 2)
 
 
 def test_factorized_ov_conserves_its_balance_under_small_steps(batch):
     """W_O^T W_O - W_V W_V^T is conserved by gradient flow; small-step GD keeps it to 1e-3."""
-    spec = M.ModelSpec("CAFO", fixed_alpha=0.5)
+    spec = M.ModelConfig("CAFO", fixed_alpha=0.5)
     ens = M.Ensemble([spec], [torch.Generator().manual_seed(5)])
     counts = batch.to_counts()
     data = ens.batch(counts.counts[None], counts.classes[None])
@@ -138,12 +138,12 @@ def test_factorized_ov_conserves_its_balance_under_small_steps(batch):
 
 def test_unknown_parameterization_lists_the_valid_ones():
     with pytest.raises(ValueError) as err:
-        M.ModelSpec("FAC0")
+        M.ModelConfig("FAC0")
     assert all(p in str(err.value) for p in PARAMETERIZATIONS)
 
 
 def test_identity_init_and_default_init():
-    p = M.init_parameters(M.ModelSpec("FAFO", qk_init="default", ov_init="identity"),
+    p = M.init_parameters(M.ModelConfig("FAFO", qk_init="default", ov_init="identity"),
                           torch.Generator().manual_seed(0))
     assert torch.equal(p["W_V"], 1e-6 * torch.eye(50)) and torch.equal(p["W_O"], p["W_V"])
     assert p["W_Q"].abs().max() <= 50 ** -0.5 and p["W_Q"].std() > 0.05
@@ -153,7 +153,7 @@ def test_identity_init_and_default_init():
 @pytest.mark.parametrize("bad", [{"qk_init": "zeros"}, {"fixed_alpha": 1.5}])
 def test_bad_specs_are_refused(bad):
     with pytest.raises(ValueError, match="parameter"):
-        M.ModelSpec("CACO", **bad)
+        M.ModelConfig("CACO", **bad)
 
 
 @pytest.mark.parametrize("cut", ["self", "context"])
@@ -163,7 +163,7 @@ def test_with_a_cut_the_query_does_not_attend_to_itself(parameterization, cut):
     context's counts."""
     batch = tasks.sample_tokens(torch.Generator().manual_seed(4), 32, 64, cut=cut)
     counts = batch.to_counts(cut)
-    spec = M.ModelSpec(parameterization)
+    spec = M.ModelConfig(parameterization)
     p = M.init_parameters(spec, torch.Generator().manual_seed(2))
     z_dense, a_pos = M.dense_logits(p, batch.inputs, cut=cut)
     z_counts, a_tok = M.count_logits(p, counts.counts, counts.classes)
@@ -174,8 +174,8 @@ def test_with_a_cut_the_query_does_not_attend_to_itself(parameterization, cut):
 
 
 def test_factor_measures_give_the_rate_factor_and_the_authors_conserved_quantity():
-    specs = [M.ModelSpec("CACO"), M.ModelSpec("CAFO", ov_init="identity"),
-             M.ModelSpec("FACO", qk_init="default"), M.ModelSpec("FAFO", qk_init="identity",
+    specs = [M.ModelConfig("CACO"), M.ModelConfig("CAFO", ov_init="identity"),
+             M.ModelConfig("FACO", qk_init="default"), M.ModelConfig("FAFO", qk_init="identity",
                                                                   ov_init="default")]
     order = M.ensemble_order(specs)
     specs = [specs[i] for i in order]

@@ -7,7 +7,7 @@ import pytest
 from conftest import REPO
 from qkov.figures import paper_fig2, paper_fig3
 from qkov.synthetic import metrics
-from qkov.synthetic.models import ModelSpec
+from qkov.synthetic.models import ModelConfig
 from qkov.synthetic.train import RunConfig, train
 
 
@@ -70,7 +70,7 @@ def test_attention_at_loss_interpolates_in_log_loss():
 
 
 def test_conservation_drift_grows_with_the_step_size():
-    spec = ModelSpec("FAFO", qk_init="default", ov_init="default")
+    spec = ModelConfig("FAFO", qk_init="default", ov_init="default")
 
     def drift(lr):
         run = RunConfig("r", spec, 5, 2, 50, lr_qk=lr, lr_ov=lr)

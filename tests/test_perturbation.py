@@ -176,7 +176,7 @@ DRAWS = r"""
 import hashlib, torch
 from qkov.seeding import derived_seed, init_generator
 from qkov.synthetic import models, tasks
-from qkov.synthetic.models import ModelSpec
+from qkov.synthetic.models import ModelConfig
 from qkov.language import agreement
 from qkov.language.models import Decoder
 from qkov.figures import language_agreement as la
@@ -190,7 +190,7 @@ def digest(*tensors):
 stream = tasks.DataStream(derived_seed(1, "data"), 64, 32, False)
 chunk = stream.chunk_at(0)
 print("synthetic data", digest(chunk.counts, chunk.classes))
-specs = [ModelSpec(name, qk_init=init, ov_init=init, ov_bias=True)
+specs = [ModelConfig(name, qk_init=init, ov_init=init, ov_bias=True)
          for name in ("FAFO", "FACO", "CAFO", "CACO") for init in ("identity", "default")]
 params = [models.init_parameters(spec, init_generator(3)) for spec in specs]
 print("synthetic init", digest(*(p[n] for p in params for n in sorted(p))))

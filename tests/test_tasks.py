@@ -123,7 +123,7 @@ def test_uniform_attention_puts_the_stated_share_on_the_distinct_tokens(cut, sha
     from qkov.synthetic import metrics, models
 
     batch = tasks.sample_counts(torch.Generator().manual_seed(9), 20_000, 64, cut=cut)
-    params = models.init_parameters(models.ModelSpec("CACO", qk_init="identity",
+    params = models.init_parameters(models.ModelConfig("CACO", qk_init="identity",
                                                      init_scale=0.0), torch.Generator())
     _, attention = models.count_logits(params, batch.counts, batch.classes)
     measured = metrics.attention_on_distinct(attention, batch.classes).mean().item()

@@ -13,7 +13,7 @@ PINNED_DATA_SEED = 6241869594051576358  # derived_seed(1234, "data") since qkov 
 
 
 def run(name, parameterization="CACO", seed=1234, **kw):
-    model = kw.pop("model", M.ModelSpec(parameterization))
+    model = kw.pop("model", M.ModelConfig(parameterization))
     kw = {"epochs": 3, "batches_per_epoch": 20, **kw}
     return trainer.RunConfig(name, model, seed, **kw)
 

@@ -14,8 +14,8 @@ the ``tools`` extra (``pip install -e '.[tools]'``; ``.[dev]`` includes it):
 - ``sweeps``: many runs of one figure notebook declared in ``sweeps/<name>.yaml``
   (``python -m qkov_tools.sweeps``).
 
-The book's Sphinx extension is in ``book/_ext/``; the figure registry is the figure modules'
-own ``SPEC`` (``qkov.figures.specs()``).
+The book's Sphinx extension is in ``book/_ext/``; the figures are the figure modules, each
+with its ``SPEC`` (``qkov.figures.specs()``).
 """
 
 from importlib.util import find_spec

@@ -54,7 +54,7 @@ from ..stats import (
     seed_interval,
 )
 from ..synthetic import authors, metrics, tasks, trajectories
-from ..synthetic.models import ModelSpec
+from ..synthetic.models import ModelConfig
 from ..synthetic.train import RunConfig
 from ..synthetic.train import train as train_runs
 
@@ -77,13 +77,13 @@ EARLY_STOP_LOSS = 1e-3  # paper-fig2's
 # The row-2 settings at equal rates, with the epochs of the longest row-2 panel of each:
 # FAFO from 1e-6 I at T = 64 (2000 x 100, as FAFO-ramp40x; early stop as FAFO-qk20x), CACO
 # from the default initialisation at T = 128 (2000 x 100, no early stop, as both CACO panels).
-FAFO_CONTROL = RunConfig("FAFO-r1", ModelSpec("FAFO", qk_init="identity", ov_init="identity"),
+FAFO_CONTROL = RunConfig("FAFO-r1", ModelConfig("FAFO", qk_init="identity", ov_init="identity"),
                          SEEDS[0], 2000, 100, lr_qk=0.01, lr_ov=0.01,
                          early_stop_loss=EARLY_STOP_LOSS)
-CACO_CONTROL = RunConfig("CACO-T128-r1", ModelSpec("CACO"), SEEDS[0], 2000, 100, lr_qk=0.01,
+CACO_CONTROL = RunConfig("CACO-T128-r1", ModelConfig("CACO"), SEEDS[0], 2000, 100, lr_qk=0.01,
                          lr_ov=0.01, T=128)
 # Row 1's FAFO (W_Q, W_K default, W_V, W_O 1e-6 I; 2500 x 250), stopped by the authors' rule.
-FAFO_AUTHORS_STOP = RunConfig("FAFO-authors-stop", ModelSpec("FAFO", qk_init="default",
+FAFO_AUTHORS_STOP = RunConfig("FAFO-authors-stop", ModelConfig("FAFO", qk_init="default",
                                                              ov_init="identity"),
                               SEEDS[0], 2500, 250, early_stop_loss=EARLY_STOP_LOSS,
                               early_stop_rule="authors")

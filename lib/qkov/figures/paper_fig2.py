@@ -25,7 +25,7 @@ from ..seeding import init_generator
 from ..spec import Drawing, FigureSpec
 from ..stats import interval_text, seed_interval, seed_interval_text
 from ..synthetic import authors, metrics, models, trajectories
-from ..synthetic.models import ModelSpec
+from ..synthetic.models import ModelConfig
 from ..synthetic.train import EARLY_STOP_RULES, RunConfig
 from ..synthetic.train import train as train_runs
 
@@ -79,24 +79,24 @@ def _panel(key, title, model, epochs, batches_per_epoch, early_stop=False, **kw)
 
 
 def _identity(p):
-    return ModelSpec(p, qk_init="identity", ov_init="identity")
+    return ModelConfig(p, qk_init="identity", ov_init="identity")
 
 
 # Early stopping at a mean epoch loss of 1e-3 where the authors' notebooks stop: row 1 and
 # FAFO with QK 20x; the other row-2 panels train for their full length, as there.
 PANELS = (
-    _panel("FAFO", "FAFO", ModelSpec("FAFO", qk_init="default", ov_init="identity"), 2500,
+    _panel("FAFO", "FAFO", ModelConfig("FAFO", qk_init="default", ov_init="identity"), 2500,
            250, early_stop=True),
     _panel("FACO", "FACO", _identity("FACO"), 2500, 250, early_stop=True),
     _panel("CAFO", "CAFO", _identity("CAFO"), 5000, 200, early_stop=True),
-    _panel("CACO", "CACO", ModelSpec("CACO"), 2500, 200, early_stop=True),
+    _panel("CACO", "CACO", ModelConfig("CACO"), 2500, 200, early_stop=True),
     _panel("FAFO-qk20x", "FAFO, QK rate 20x", _identity("FAFO"), 1000, 100, lr_qk=0.2,
            early_stop=True),
     _panel("FAFO-ramp40x", "FAFO, QK rate 1x to 40x", _identity("FAFO"), 2000, 100,
            qk_ramp=(1.0, 40.0)),
-    _panel("CACO-qk5x", "CACO, QK rate 5x, T = 128", ModelSpec("CACO"), 2000, 100,
+    _panel("CACO-qk5x", "CACO, QK rate 5x, T = 128", ModelConfig("CACO"), 2000, 100,
            lr_qk=0.05, T=128),
-    _panel("CACO-ramp10x", "CACO, QK rate 1x to 10x, T = 128", ModelSpec("CACO"), 2000, 100,
+    _panel("CACO-ramp10x", "CACO, QK rate 1x to 10x, T = 128", ModelConfig("CACO"), 2000, 100,
            qk_ramp=(1.0, 10.0), T=128),
 )
 
@@ -208,8 +208,8 @@ def conservation_drift(result) -> dict[str, float]:
     B = W_K; OV: A = W_O, B = W_V): ||C_end - C_start||_F / (||A^T A||_F + ||B B^T||_F) at
     the end of training - 0 for exact flow, small where the flow picture holds.
     """
-    spec = result.config.model
-    start = models.init_parameters(spec, init_generator(result.config.seed))
+    model = result.config.model
+    start = models.init_parameters(model, init_generator(result.config.seed))
     drifts = {}
     for circuit, a_name, b_name, transpose in (("qk", "W_Q", "W_K", True),
                                                ("ov", "W_O", "W_V", False)):

@@ -21,7 +21,7 @@ from ..plotting import COLUMN_WIDTH_IN, HOUSE_STYLE, house_style, new_figure, ra
 from ..spec import FigureSpec
 from ..stats import interval_text, range_text, seed_band, seed_interval
 from ..synthetic import authors, metrics
-from ..synthetic.models import ModelSpec
+from ..synthetic.models import ModelConfig
 from ..synthetic.train import RunConfig
 from ..synthetic.train import train as train_runs
 
@@ -46,7 +46,7 @@ def runs(alphas=ALPHAS, epochs: int = 500, batches_per_epoch: int = 250, seeds=S
     """Fixed attention, OV only: one run per OV parameterization x alpha x seed (batch 32
     per class); a seed fixes the initialisation, the training data and the held-out set."""
     return [
-        RunConfig(f"{ov}/alpha{alpha:g}/seed{seed}", ModelSpec(**kw, fixed_alpha=alpha), seed,
+        RunConfig(f"{ov}/alpha{alpha:g}/seed{seed}", ModelConfig(**kw, fixed_alpha=alpha), seed,
                   epochs, batches_per_epoch, lr_qk=0.0, lr_ov=lr, batch_size=32, T=64,
                   per_class_batches=True)
         for ov, kw in OV_CIRCUITS.items() for alpha in alphas for seed in seeds

@@ -194,9 +194,9 @@ def configs(p: Parameters, condition: SweepCondition | None = None,
     (from a small, 1e-6 I, start). A condition with a smaller OV rate gets proportionally
     more epochs, so that it can reach the same loss."""
     condition = condition or main_condition(p)
-    spec = models.ModelSpec("CACO", qk_init=condition.init, ov_init=condition.init)
+    model = models.ModelConfig("CACO", qk_init=condition.init, ov_init=condition.init)
     epochs = round(p.max_epochs * max(1.0, p.lr_ov / condition.lr_ov))
-    return [train.RunConfig(f"{condition.label}/r{r:g}/seed{seed}", spec, seed, epochs,
+    return [train.RunConfig(f"{condition.label}/r{r:g}/seed{seed}", model, seed, epochs,
                             p.batches_per_epoch, lr_qk=r * condition.lr_ov,
                             lr_ov=condition.lr_ov, T=condition.T,
                             early_stop_loss=p.matched_loss)

@@ -204,10 +204,10 @@ def configs(p: Parameters, setting: Setting | None = None) -> list[train.RunConf
     proportionally more epochs, so that it can reach the same loss."""
     if setting is None:
         return [c for s in settings(p) for c in configs(p, s)]
-    spec = models.ModelSpec("CACO", qk_init="identity", ov_init="identity",
-                            init_scale=setting.init_scale)
+    model = models.ModelConfig("CACO", qk_init="identity", ov_init="identity",
+                               init_scale=setting.init_scale)
     epochs = round(p.max_epochs * max(1.0, p.lr_ov / setting.lr_ov))
-    return [train.RunConfig(run_name(setting, r, seed), spec, seed, epochs,
+    return [train.RunConfig(run_name(setting, r, seed), model, seed, epochs,
                             p.batches_per_epoch, lr_qk=r * setting.lr_ov, lr_ov=setting.lr_ov,
                             batch_size=setting.batch_size, T=setting.T,
                             early_stop_loss=p.matched_loss, cut=setting.cut)

@@ -81,10 +81,10 @@ def held_out_batches(seed: int, T: int, n_batches: int, batch_size: int = 32,
 
 
 @torch.no_grad()
-def evaluate(params: dict, spec: models.ModelSpec, batch: tasks.CountBatch) -> Evaluation:
+def evaluate(weights: dict, config: models.ModelConfig, batch: tasks.CountBatch) -> Evaluation:
     """Attention mass, probability of the correct token, loss and accuracy of one model."""
-    logits, attention = models.count_logits(params, batch.counts, batch.classes,
-                                            spec.fixed_alpha)
+    logits, attention = models.count_logits(weights, batch.counts, batch.classes,
+                                            config.fixed_alpha)
     targets = batch.targets
     loss = torch.nn.functional.cross_entropy(logits, targets).item()
     accuracy = (logits.argmax(-1) == targets).float().mean().item()

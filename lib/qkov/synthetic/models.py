@@ -38,7 +38,7 @@ INITS = ("default", "identity")
 
 
 @dataclass(frozen=True)
-class ModelSpec:
+class ModelConfig:
     """Architecture and initialisation of one model.
 
     parameterization: FAFO, FACO, CAFO or CACO (for fixed attention: the OV part counts).
@@ -86,7 +86,7 @@ def _init_matrix(kind: str, scale: float, generator: torch.Generator) -> torch.T
     return (torch.rand(V, V, generator=generator) * 2 - 1) * bound
 
 
-def init_parameters(spec: ModelSpec, generator: torch.Generator) -> dict[str, torch.Tensor]:
+def init_parameters(config: ModelConfig, generator: torch.Generator) -> dict[str, torch.Tensor]:
     """The model's parameters, drawn from ``generator`` in a fixed order.
 
     Names: ``W_QK`` or ``W_Q, W_K``; ``W_OV`` or ``W_O, W_V``; ``b`` (zeros without bias).
@@ -94,18 +94,18 @@ def init_parameters(spec: ModelSpec, generator: torch.Generator) -> dict[str, to
     ``logits = W_OV @ h``.
     """
     p = {}
-    if spec.qk == "collapsed":
-        p["W_QK"] = _init_matrix(spec.qk_init, spec.init_scale, generator)
-    elif spec.qk == "factorized":
-        p["W_Q"] = _init_matrix(spec.qk_init, spec.init_scale, generator)
-        p["W_K"] = _init_matrix(spec.qk_init, spec.init_scale, generator)
-    if spec.ov == "collapsed":
-        p["W_OV"] = _init_matrix(spec.ov_init, spec.init_scale, generator)
+    if config.qk == "collapsed":
+        p["W_QK"] = _init_matrix(config.qk_init, config.init_scale, generator)
+    elif config.qk == "factorized":
+        p["W_Q"] = _init_matrix(config.qk_init, config.init_scale, generator)
+        p["W_K"] = _init_matrix(config.qk_init, config.init_scale, generator)
+    if config.ov == "collapsed":
+        p["W_OV"] = _init_matrix(config.ov_init, config.init_scale, generator)
     else:
-        p["W_V"] = _init_matrix(spec.ov_init, spec.init_scale, generator)
-        p["W_O"] = _init_matrix(spec.ov_init, spec.init_scale, generator)
+        p["W_V"] = _init_matrix(config.ov_init, config.init_scale, generator)
+        p["W_O"] = _init_matrix(config.ov_init, config.init_scale, generator)
     bound = 1.0 / math.sqrt(V)
-    p["b"] = ((torch.rand(V, generator=generator) * 2 - 1) * bound if spec.ov_bias
+    p["b"] = ((torch.rand(V, generator=generator) * 2 - 1) * bound if config.ov_bias
               else torch.zeros(V))
     return p
 
@@ -215,7 +215,7 @@ RATE_COLUMNS = torch.cat([tasks.distinct_mask().any(0).nonzero().flatten(),
                           tasks.query_token(torch.arange(tasks.N_CLASSES))])
 
 
-def factor_measures(p: dict, specs: list[ModelSpec]) -> dict[str, torch.Tensor]:
+def factor_measures(p: dict, configs: list[ModelConfig]) -> dict[str, torch.Tensor]:
     """Per member (stacked parameters ``p`` in the ensemble's all-factorized storage) and
     circuit, float64 (E,):
 
@@ -232,13 +232,13 @@ def factor_measures(p: dict, specs: list[ModelSpec]) -> dict[str, torch.Tensor]:
       larger norm of its two terms (0 for balanced factors; gradient flow keeps the
       quantity, not this ratio). NaN for a collapsed circuit.
     """
-    E = len(specs)
+    E = len(configs)
     out = {}
     # (A, B) of W = A B: QK: A = W_Q^T, B = W_K; OV: A = W_O, B = W_V.
     for circuit, a_name, b_name, transpose_a in (("qk", "W_Q", "W_K", True),
                                                  ("ov", "W_O", "W_V", False)):
-        factorized = torch.tensor([spec.qk == "factorized" if circuit == "qk"
-                                   else spec.ov == "factorized" for spec in specs])
+        factorized = torch.tensor([config.qk == "factorized" if circuit == "qk"
+                                   else config.ov == "factorized" for config in configs])
         rate = torch.ones(E, dtype=torch.float64)
         conserved = torch.full((E,), math.nan, dtype=torch.float64)
         if a_name in p and factorized.any():
@@ -305,13 +305,13 @@ def mean_losses(p_target: torch.Tensor) -> torch.Tensor:
     return -torch.log(p_target).mean(-1)
 
 
-def ensemble_order(specs: list[ModelSpec]) -> list[int]:
+def ensemble_order(configs: list[ModelConfig]) -> list[int]:
     """The order an :class:`Ensemble` stores members in: collapsed OV circuits first.
 
     With the two OV kinds in two blocks, the block of collapsed circuits skips the products
     with its identity factor (views of contiguous blocks cost nothing).
     """
-    return sorted(range(len(specs)), key=lambda i: specs[i].ov == "factorized")
+    return sorted(range(len(configs)), key=lambda i: configs[i].ov == "factorized")
 
 
 class Ensemble:
@@ -334,17 +334,17 @@ class Ensemble:
     test suite checks it against autograd, step after step.
     """
 
-    def __init__(self, specs: list[ModelSpec], generators: list[torch.Generator]):
-        if len({s.qk == FIXED_ATTENTION for s in specs}) != 1:
+    def __init__(self, configs: list[ModelConfig], generators: list[torch.Generator]):
+        if len({s.qk == FIXED_ATTENTION for s in configs}) != 1:
             raise ValueError("an Ensemble holds fixed-attention members or none; got both")
-        if ensemble_order(specs) != list(range(len(specs))):
+        if ensemble_order(configs) != list(range(len(configs))):
             raise ValueError("an Ensemble stores collapsed-OV members first: "
-                             "order the specs by models.ensemble_order")
-        self.specs = list(specs)
-        self.fixed = specs[0].qk == FIXED_ATTENTION
+                             "order the configs by models.ensemble_order")
+        self.configs = list(configs)
+        self.fixed = configs[0].qk == FIXED_ATTENTION
         stored = []
-        for spec, generator in zip(specs, generators):
-            own = init_parameters(spec, generator)  # the draws of a model trained alone
+        for config, generator in zip(configs, generators):
+            own = init_parameters(config, generator)  # the draws of a model trained alone
             stored.append({
                 "W_Q": own.get("W_Q", _IDENTITY), "W_K": own.get("W_K", own.get("W_QK")),
                 "W_V": own.get("W_V", _IDENTITY), "W_O": own.get("W_O", own.get("W_OV")),
@@ -352,17 +352,17 @@ class Ensemble:
             })
         names = (() if self.fixed else ("W_Q", "W_K")) + ("W_V", "W_O", "b")
         self.params = {k: torch.stack([m[k] for m in stored]) for k in names}
-        self.qk_factorized = torch.tensor([float(s.qk == "factorized") for s in specs])
-        self.has_bias = torch.tensor([float(s.ov_bias) for s in specs])
+        self.qk_factorized = torch.tensor([float(s.qk == "factorized") for s in configs])
+        self.has_bias = torch.tensor([float(s.ov_bias) for s in configs])
         self._refresh()
 
     def _refresh(self):
         """Views the step reads and updates in place, made once per membership: on these
         small tensors every operation, even a view, costs microseconds."""
-        k = self.n_collapsed_ov = sum(s.ov == "collapsed" for s in self.specs)
-        self.any_bias = any(s.ov_bias for s in self.specs)
-        self.any_qk_factorized = any(s.qk == "factorized" for s in self.specs)
-        self.fixed_alpha = (torch.tensor([s.fixed_alpha for s in self.specs]).view(-1, 1, 1)
+        k = self.n_collapsed_ov = sum(s.ov == "collapsed" for s in self.configs)
+        self.any_bias = any(s.ov_bias for s in self.configs)
+        self.any_qk_factorized = any(s.qk == "factorized" for s in self.configs)
+        self.fixed_alpha = (torch.tensor([s.fixed_alpha for s in self.configs]).view(-1, 1, 1)
                             if self.fixed else None)
         p = self.params
         v = {"W_O_c": p["W_O"][:k], "W_O_f": p["W_O"][k:], "W_V_f": p["W_V"][k:],
@@ -413,11 +413,11 @@ class Ensemble:
         return cached[1]
 
     def __len__(self) -> int:
-        return len(self.specs)
+        return len(self.configs)
 
     def keep(self, index: torch.Tensor) -> None:
         """Keep only the members at ``index`` (increasing, so that the order stays)."""
-        self.specs = [self.specs[i] for i in index.tolist()]
+        self.configs = [self.configs[i] for i in index.tolist()]
         self.params = {k: v[index] for k, v in self.params.items()}
         self.qk_factorized = self.qk_factorized[index]
         self.has_bias = self.has_bias[index]
@@ -425,13 +425,13 @@ class Ensemble:
 
     def member(self, i: int) -> dict[str, torch.Tensor]:
         """Member ``i``'s own parameters (the names its parameterization has)."""
-        spec, p = self.specs[i], self.params
+        config, p = self.configs[i], self.params
         own = {}
-        if spec.qk == "collapsed":
+        if config.qk == "collapsed":
             own["W_QK"] = p["W_K"][i].clone()
-        elif spec.qk == "factorized":
+        elif config.qk == "factorized":
             own["W_Q"], own["W_K"] = p["W_Q"][i].clone(), p["W_K"][i].clone()
-        if spec.ov == "collapsed":
+        if config.ov == "collapsed":
             own["W_OV"] = p["W_O"][i].clone()
         else:
             own["W_V"], own["W_O"] = p["W_V"][i].clone(), p["W_O"][i].clone()
@@ -448,8 +448,8 @@ class Ensemble:
         w_qk, w_ov = effective(p)
         positions = range(len(self)) if index is None else \
             torch.arange(len(self))[index].view(-1).tolist()  # ints, slices, masks, positions
-        specs = [self.specs[i] for i in positions]
-        measures = factor_measures(p, specs)
+        configs = [self.configs[i] for i in positions]
+        measures = factor_measures(p, configs)
         return ({} if w_qk is None else {"W_QK": w_qk}) | {"W_OV": w_ov, "b": p["b"].clone()} \
             | measures
 

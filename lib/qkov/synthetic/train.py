@@ -1,6 +1,6 @@
 """Training many models as one batched computation: plain SGD with a learning rate per circuit.
 
-A :class:`RunConfig` describes one model's training: its architecture (:class:`ModelSpec`),
+A :class:`RunConfig` describes one model's training: its architecture (:class:`ModelConfig`),
 its seed, the learning rates of the QK and the OV circuit, a constant multiplier or linear
 ramp on the QK rate, epochs of ``batches_per_epoch`` fresh batches, an optional early stop
 at a mean epoch loss (by the companion's rule or the authors', :data:`EARLY_STOP_RULES`).
@@ -31,7 +31,7 @@ from tqdm import tqdm
 from ..processes import map_in_processes
 from ..seeding import derived_seed, init_generator
 from . import models, tasks
-from .models import Ensemble, ModelSpec
+from .models import Ensemble, ModelConfig
 
 
 class TrainingDiverged(RuntimeError):
@@ -60,7 +60,7 @@ class RunConfig:
     """
 
     name: str
-    model: ModelSpec
+    model: ModelConfig
     seed: int
     epochs: int
     batches_per_epoch: int
