@@ -111,7 +111,7 @@ def differences(native, perturbed) -> list[str]:
              if a.cell_type == "code"]
     for index, (a, b) in enumerate(cells):
         tags = a.metadata.get("tags", [])
-        if IGNORED in tags:
+        if IGNORED in tags and TOLERANCE_TAG not in tags:  # (those nbval_tolerance compares)
             continue
         outputs = [(_texts(x), _texts(y)) for x, y in zip(a.outputs, b.outputs)]
         if len(a.outputs) != len(b.outputs):
