@@ -8,9 +8,10 @@ Modules by layer, lowest first (a module imports only from layers below its own;
 
 1. ``circuits`` (the four parameterizations, which parameters are QK or OV), ``seeding``
    (every random generator), ``processes`` (runs spread over worker processes that end
-   with their parent), ``artifacts`` (output folders, provenance, sets of files written
-   whole), ``spec`` (a figure's specification), ``stats`` (intervals over seeds and their
-   formatting);
+   with their parent), ``spec`` (a figure's specification), ``stats`` (intervals over
+   seeds and their formatting), ``tables`` (tables as data: CSV, and the tables notebooks
+   print); then, each on the one before, ``artifacts`` (where a figure's set of files
+   goes), ``provenance`` (what produced it) and ``sets`` (the set written whole);
 2. ``params`` (notebook parameters: checks, typed figure parameters, a run's cost and
    where it writes, before any work);
 3. ``theory``, ``theory.reduced`` (the reduced dynamics, closed forms), ``synthetic``,
