@@ -95,11 +95,10 @@ def _fields(outputs) -> list[tuple[str, str, str]]:
     return fields
 
 
-def tolerance_differences(fresh_outputs, stored_outputs,
-                          sanitize: list[tuple[re.Pattern, str]] = ()) -> list[str]:
-    """Where a cell's fresh outputs differ from its stored ones beyond the tolerance (text
-    fields, :func:`texts_close`; any other field exactly), after nbval's sanitize patterns;
-    [] when they agree."""
+def output_differences(fresh_outputs, stored_outputs, sanitize=(), tolerant=True) -> list[str]:
+    """Where a cell's fresh outputs differ from its stored ones, after nbval's ``sanitize``
+    patterns: text fields within the tolerance (:func:`texts_close`) where ``tolerant``,
+    else exactly, as every other field; [] when they agree."""
     def clean(text: str) -> str:
         for pattern, replacement in sanitize:
             text = pattern.sub(replacement, text)
@@ -111,10 +110,10 @@ def tolerance_differences(fresh_outputs, stored_outputs,
     found = []
     for (kind, key, new), (_, _, old) in zip(fresh, stored, strict=True):
         new, old = clean(new), clean(old)
-        close = texts_close(old, new) if kind == "stream" or key in TEXT_KEYS else old == new
-        if not close:
-            found.append(f"{kind} {key} differs beyond the tolerance:\nstored:\n{old}\n"
-                         f"fresh:\n{new}")
+        text = tolerant and (kind == "stream" or key in TEXT_KEYS)
+        if not (texts_close(old, new) if text else old == new):
+            found.append(f"{kind} {key} differs{' beyond the tolerance' if text else ''}:\n"
+                         f"stored:\n{old}\nfresh:\n{new}")
     return found
 
 
@@ -154,7 +153,7 @@ def pytest_runtest_call(item):
             raise RuntimeError(f"{item.nodeid}: nbval kept no outputs of the cell "
                                "(test_outputs); the tolerance check needs them")
         sanitize = sanitize_patterns(item.config.getoption("nbval_sanitize_with", None))
-        found = tolerance_differences(fresh, item.cell.get("outputs", []), sanitize)
+        found = output_differences(fresh, item.cell.get("outputs", []), sanitize)
         if found:
             raise AssertionError(f"cell {item.name}: outputs differ beyond the tolerance "
                                  f"(tests/nbval_tolerance.py)\n" + "\n".join(found))
