@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from qkov import artifacts, seeding
+from qkov import seeding, sets
 from qkov.figures import paper_fig2
 from qkov.synthetic import models, tasks
 from qkov.synthetic import train as trainer
@@ -253,7 +253,7 @@ def main(argv=None) -> int:
             "large_matmul_gflops": gemm, "fraction_of_batched_matmul": throughput / bmm,
         }
         args.output.parent.mkdir(parents=True, exist_ok=True)
-        artifacts.write_atomic(args.output, (json.dumps(result, indent=2) + "\n").encode())
+        sets.write_atomic(args.output, (json.dumps(result, indent=2) + "\n").encode())
         print(f"wrote {args.output}")
     return 0
 

@@ -23,8 +23,10 @@ import pytest
 from conftest import REPO
 from qkov.figures import specs
 
-sys.path.insert(0, str(REPO / "book" / "_ext"))  # the book's extension, as _config.yml loads it
-book = importlib.import_module("qkov_book")
+sys.path.insert(0, str(REPO / "book" / "_ext"))  # the book's extensions, as _config.yml loads them
+book_ext, cite_ext, figures_ext, info_ext, records_ext, tables_ext = (
+    importlib.import_module(f"qkov_{name}")
+    for name in ("book", "cite", "figures", "figure_info", "records", "tables"))
 
 SPECS = list(specs().values())
 DRAWN = [spec for spec in SPECS if not spec.needs_dataset]  # the book has their files
@@ -64,6 +66,9 @@ def book_order_ids() -> list[str]:
                   key=lambda i: (order.index(specs()[i].page), order.index(f"notebooks/{i}")))
 
 
+SMART_QUOTES = str.maketrans("‘’“”", "''\"\"")  # as Sphinx typesets a quote in text
+
+
 def plain(text: str) -> str:
     """HTML as a reader reads it: no tags, entities resolved."""
     return html_text.unescape(re.sub(r"<[^>]+>", "", text))
@@ -73,7 +78,7 @@ def plain(text: str) -> str:
 def test_figures_have_one_name_and_a_caption(html, figure_id, page):
     """Each figure is shown in its chapter, named one way: "Fig. 2 (reproduced)" for the
     paper's, C1, C2, ... for the companion's own (in book order), never a section number."""
-    figure = book.book_figures(REPO, toc_docnames())[figure_id]
+    figure = figures_ext.book_figures(REPO, toc_docnames())[figure_id]
     text = (html / page).read_text()
     match = re.search(rf'<figure[^>]*id="{figure_id}"[^>]*>(.*?)</figure>', text, re.S)
     assert match, f"no figure labelled {figure_id} on {page}"
@@ -89,15 +94,15 @@ def test_figures_have_one_name_and_a_caption(html, figure_id, page):
 
 
 def test_figures_are_named_c1_c2_in_book_order():
-    names = [f.name for f in book.book_figures(REPO, toc_docnames()).values()
+    names = [f.name for f in figures_ext.book_figures(REPO, toc_docnames()).values()
              if f.reproduces is None]
     assert names == [f"C{k}" for k in range(1, len(names) + 1)]
-    assert book.reproduction_name("paper Fig. 2") == "Fig. 2 (reproduced)"
-    assert book.reproduction_name("paper Fig. 2 (its spread over seeds)") == \
+    assert figures_ext.reproduction_name("paper Fig. 2") == "Fig. 2 (reproduced)"
+    assert figures_ext.reproduction_name("paper Fig. 2 (its spread over seeds)") == \
         "Fig. 2 (reproduced; its spread over seeds)"
-    assert book.reproduction_name("paper section 5 (HateXplain)", pipeline=True) == \
+    assert figures_ext.reproduction_name("paper section 5 (HateXplain)", pipeline=True) == \
         "Section 5 (HateXplain; pipeline)"
-    figures = book.book_figures(REPO, toc_docnames())
+    figures = figures_ext.book_figures(REPO, toc_docnames())
     assert figures["model-schematic"].name == "C1"  # the introduction shows it first
     assert figures["language-sva"].name.endswith("; pipeline)")
 
@@ -107,7 +112,7 @@ def test_figures_are_named_c1_c2_in_book_order():
 def test_chapter_cites_the_figure_by_name(html, chapter, figure_id, label):
     """Each drawing is cited by its name in the chapter its spec names (spec.page), which
     shows it; its notebook page shows the run's figure with a link to it."""
-    name = book.book_figures(REPO, toc_docnames())[label].name
+    name = figures_ext.book_figures(REPO, toc_docnames())[label].name
     text = (html / f"{chapter}.html").read_text()
     assert re.search(rf'href="#{label}"[^>]*>{re.escape(name)}</a>', text), \
         f"{chapter} does not cite {label} by its name {name!r}"
@@ -126,8 +131,8 @@ def test_bibliography_and_citation_page(html):
 def test_reproducibility_page_shows_the_measured_records(html):
     """The timings and speed-ups on the page are the JSON records', rendered at build time."""
     text = (html / "book" / "reproduce.html").read_text()
-    for kind, rows_of in book.RECORD_KINDS.items():
-        record = json.loads((REPO / book.RECORDS / f"{kind}.json").read_text())
+    for kind, rows_of in records_ext.RECORD_KINDS.items():
+        record = json.loads((REPO / records_ext.RECORDS / f"{kind}.json").read_text())
         _, rows, note = rows_of(record)
         for row in rows:
             for cell in row:
@@ -137,13 +142,13 @@ def test_reproducibility_page_shows_the_measured_records(html):
 
 def test_a_malformed_record_is_named():
     with pytest.raises(KeyError):
-        book.trainer_speed_rows({"date": "2026-01-01"})
+        records_ext.trainer_speed_rows({"date": "2026-01-01"})
     record = {"date": "d", "machine": "m", "total_wall_time_s": 1.0,
               "figures": {"paper-fig4": {"wall_time_s": 2.0, "commit": "abcdef0123456"}}}
-    _, rows, _ = book.figures_run_rows(record)
+    _, rows, _ = records_ext.figures_run_rows(record)
     assert rows == [["paper-fig4", "2 s", "abcdef0123"], ["make figures, from scratch", "1 s", ""]]
     with pytest.raises(KeyError):
-        book.test_run_rows({"date": "d", "machine": "m"})
+        records_ext.test_run_rows({"date": "d", "machine": "m"})
 
 
 # --- every figure: label, headline, downloads, regenerate command, provenance, citation ---
@@ -170,7 +175,7 @@ def _info_block(text: str, label: str) -> str:
 def shown_figures() -> dict:
     """The extension's figures that the book shows: every drawing of every spec that does
     not need a dataset (those are stored without a figure)."""
-    return {label: figure for label, figure in book.book_figures(REPO, toc_docnames()).items()
+    return {label: figure for label, figure in figures_ext.book_figures(REPO, toc_docnames()).items()
             if label in FIGURES}
 
 
@@ -208,7 +213,7 @@ def test_every_figure_of_the_specs_has_the_same_block(html):
                 f"{name}: download {text_} of {label} ({href}) is missing from the build"
         summary = json.loads((book_artifacts() / figure.spec.id / "summary.json").read_text())
         plain = re.sub(r"<[^>]+>", "", block).replace("&quot;", '"').replace("&#39;", "'")
-        assert book.papermill_command(figure, summary["parameters"]) in plain, name
+        assert info_ext.papermill_command(figure, summary["parameters"]) in plain, name
         assert f"snakemake --cores 2 {figure.spec.module}" in plain, name
         assert f"commit {summary['provenance']['commit'][:12]}" in plain, name
         assert f"wall time {summary['provenance']['wall_time_s']:.1f} s" in plain, name
@@ -216,7 +221,7 @@ def test_every_figure_of_the_specs_has_the_same_block(html):
         assert re.search(r'href="(\.\./)?(book/)?cite\.html"', block), \
             f"{name}: the block of {label} does not link the page with the paper's entry"
         assert f"@misc{{qkov-{label}," in plain, name
-        assert f"{book.citation(REPO)['url']}{name}#{label}" in plain, \
+        assert f"{cite_ext.citation(REPO)['url']}{name}#{label}" in plain, \
             f"{name}: the citation of {label} does not carry its anchor URL"
         code = re.search(r'<p class="qkov-code-line">(.*?)</p>', block, re.S)
         assert code, f"{name}: the block of {label} has no Code: line"
@@ -231,10 +236,10 @@ def test_the_regenerate_command_gives_back_the_parameters():
 
     import yaml
 
-    figure = book.book_figures(REPO, toc_docnames())["paper-fig4"]
+    figure = figures_ext.book_figures(REPO, toc_docnames())["paper-fig4"]
     params = {"m": 5, "b": 50.0, "name": "a b", "ratios": [0.1, 1], "flag": True,
               "seed": None, "artifacts_dir": None}
-    words = shlex.split(book.papermill_command(figure, params))
+    words = shlex.split(info_ext.papermill_command(figure, params))
     assert words[:3] == ["papermill", "notebooks/paper-fig4.ipynb", "paper-fig4-run.ipynb"]
     given = {}
     rest = words[3:]
@@ -315,7 +320,7 @@ def test_a_dataset_figure_that_a_reader_ran_is_in_the_gallery(tmp_path, run_tool
     the gallery; its notebook, stored without a figure, shows none, and the strict build
     still passes."""
     from conftest import book_artifacts
-    from qkov import artifacts
+    from qkov import artifacts, sets
     from qkov.figures import module
 
     spec = next(spec for spec in SPECS if spec.needs_dataset)
@@ -330,8 +335,8 @@ def test_a_dataset_figure_that_a_reader_ran_is_in_the_gallery(tmp_path, run_tool
     parameters = module(spec.id).Parameters.defaults()
     parameters.update({name: "/data/x" for name in parameters if name in artifacts.INPUT_PATHS})
     rows = json.loads((root / "paper-fig4" / "summary.json").read_text())["rows"]
-    files["summary.json"] = artifacts.summary_bytes(spec.id, parameters, rows, 1.0, dict(files))
-    artifacts.write_set(root / spec.id, files)
+    files["summary.json"] = sets.summary_bytes(spec.id, parameters, rows, 1.0, dict(files))
+    sets.write_set(root / spec.id, files)
     out = tmp_path / "out"
     result = run_tool("jupyter-book", "build", book_sources(tmp_path / "source"),
                       "--path-output", out, "-W", "-n", "--keep-going", check=False,
@@ -342,7 +347,7 @@ def test_a_dataset_figure_that_a_reader_ran_is_in_the_gallery(tmp_path, run_tool
                       text, re.S)
     assert entry and "Not shown on a page of the book" in entry.group(1)
     assert entry.group(1).count('class="reference download internal"') == \
-        len(book.book_figures(REPO, toc_docnames())[spec.id].downloads(REPO))
+        len(figures_ext.book_figures(REPO, toc_docnames())[spec.id].downloads(REPO))
 
 
 def test_figure_table_lists_every_spec_in_the_book_order(html):
@@ -399,13 +404,13 @@ def test_the_book_order_is_the_toc_order():
     from sphinx_external_toc.parsing import parse_toc_yaml
 
     config = SimpleNamespace(external_site_map=parse_toc_yaml(REPO / "_toc.yml"))
-    order = book.toc_order(config)
+    order = figures_ext.toc_order(config)
     assert order == toc_docnames()
-    assert [spec.id for spec in book.ordered_specs(order)] == book_order_ids()
-    assert list(book.book_figures(REPO, order)) == [
-        spec.label(d) for spec in book.ordered_specs(order) for d in spec.drawings]
-    assert book.toc_order(SimpleNamespace()) == []
-    assert [spec.id for spec in book.ordered_specs([])] == sorted(specs())
+    assert [spec.id for spec in figures_ext.ordered_specs(order)] == book_order_ids()
+    assert list(figures_ext.book_figures(REPO, order)) == [
+        spec.label(d) for spec in figures_ext.ordered_specs(order) for d in spec.drawings]
+    assert figures_ext.toc_order(SimpleNamespace()) == []
+    assert [spec.id for spec in figures_ext.ordered_specs([])] == sorted(specs())
 
 
 def test_citation_page(html):
@@ -459,61 +464,85 @@ def test_every_displayed_equation_is_numbered_and_scrolls(html):
         text = page.read_text()
         for block in re.findall(r'<div class="math notranslate nohighlight"[^>]*>(.*?)</div>', text, re.S):
             assert 'class="eqno"' in block, f"{page.relative_to(html)}: an unnumbered equation"
-    css = (html / "_static" / book.CSS_FILE).read_text()
+    css = (html / "_static" / book_ext.CSS_FILE).read_text()
     assert re.search(r'mjx-container\[display="true"\][^{]*\{[^}]*overflow-x: auto', css)
-    assert book.CSS_FILE in (html / "book" / "theory.html").read_text()
+    assert book_ext.CSS_FILE in (html / "book" / "theory.html").read_text()
 
 
-def test_printed_tables_are_html_tables(html):
-    """Every table a notebook printed is shown as an HTML table, all of its columns."""
-    for page in sorted((html / "notebooks").glob("*.html")):
-        text = page.read_text()
-        for pre in re.findall(r'<div class="output stream highlight-[^"]*"><div class="highlight"><pre>'
-                              r'(?:<span></span>)?(.*?)</pre>', text, re.S):
-            plain = re.sub(r"<[^>]+>", "", pre).replace("&gt;", ">").replace("&lt;", "<")
-            assert not any(book.parse_text_table(chunk) for chunk in re.split(r"\n\s*\n", plain)), \
-                f"{page.relative_to(html)}: a table is still shown as fixed-width text"
+def test_printed_tables_are_html_tables_from_the_figures_data(html):
+    """Every table a figure's notebook printed is shown as HTML tables rendered from the
+    figure's data (its summary.json), headed as its module declares, wide ones split."""
+    from conftest import book_artifacts
+    from qkov.tables import cell_text
+
+    for spec in DRAWN:
+        summary = json.loads((book_artifacts() / spec.id / "summary.json").read_text())
+        text = (html / "notebooks" / f"{spec.id}.html").read_text()
+        shown = re.findall(r'<table class="qkov-printed-table.*?</table>', text, re.S)
+        expected = [part for t in summary["tables"] for part in tables_ext.split_wide(
+            t["headers"], [[cell_text(v, t["digits"]) for v in row] for row in t["rows"]])]
+        assert len(shown) == len(expected), f"{spec.id}: {len(shown)} of {len(expected)} tables"
+        for table, (header, rows) in zip(shown, expected, strict=True):
+            cells = [plain(c).strip().translate(SMART_QUOTES)
+                     for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", table, re.S)]
+            assert cells == [*header, *(c for row in rows for c in row)], spec.id
+            assert len(header) <= tables_ext.MAX_COLUMNS
     rescaling = (html / "notebooks" / "theory-rescaling.html").read_text()
     tables = re.findall(r'<table class="qkov-printed-table.*?</table>', rescaling, re.S)
     headers = [re.sub(r"<[^>]+>", "", h) for t in tables
                for h in re.findall(r"<th[^>]*>(.*?)</th>", t, re.S)]
-    for column in ("measured attention", "predicted rank", "measured rank"):
+    for column in ("measured attention", "predicted rank", "measured rank", "α at the loss"):
         assert column in headers, column  # readable, not measured_attention
     for table in tables:  # wide ones split, each led by the row's name
-        assert len(re.findall(r"<th[\s>]", table)) <= book.MAX_COLUMNS
         first = re.search(r"<th[\s>][^>]*>(.*?)</th>", table, re.S).group(1)
         assert re.sub(r"<[^>]+>", "", first).strip() == "parameterization"
 
 
 def test_wide_tables_are_split_and_headers_readable():
+    from qkov import tables
+
     header = ["panel", *(f"c_{k}" for k in range(8))]
     rows = [["FAFO", *map(str, range(8))]]
-    parts = book.split_wide(header, rows)
+    parts = tables_ext.split_wide(header, rows)
     assert [h for h, _ in parts] == [["panel", "c_0", "c_1", "c_2", "c_3"],
                                      ["panel", "c_4", "c_5", "c_6", "c_7"]]
     assert parts[1][1] == [["FAFO", "4", "5", "6", "7"]]
-    assert book.split_wide(header[:3], rows) == [(header[:3], rows)]
+    assert tables_ext.split_wide(header[:3], rows) == [(header[:3], rows)]
     # A two-column key (the condition and r) is repeated in every part.
     keyed = [["T = 64", "1", *"abcdefg"], ["T = 64", "10", *"hijklmn"]]
-    parts = book.split_wide(["condition", "r", *(f"c_{k}" for k in range(7))], keyed)
+    parts = tables_ext.split_wide(["condition", "r", *(f"c_{k}" for k in range(7))], keyed)
     assert all(h[:2] == ["condition", "r"] for h, _ in parts)
     assert all(len({tuple(row[:2]) for row in part}) == 2 for _, part in parts)
     assert [v for _, part in parts for v in part[1][2:]] == list("hijklmn")
-    assert book.column_header("pct_attn>=0.8") == "% with attention ≥ 0.8"
-    assert book.column_header("predicted_rank") == "predicted rank"
-    assert book.column_header("L=0.01") == "L = 0.01"
+    assert tables.default_header("predicted_rank") == "predicted rank"
 
 
-def test_parse_text_table():
-    from qkov import artifacts
+def test_a_printed_table_is_found_by_its_column_names_and_rows():
+    """The book locates a printed table by its first line (the column names) and its line
+    count, and renders it from the data; the printed values are not read."""
+    from qkov import tables
 
-    rows = [{"panel": "FAFO ramped", "x": 1.0, "y": "0.5 ± 0.1"},
-            {"panel": "CACO", "x": 123456.0, "y": "12 ± 3"}]
-    text = artifacts.table_text(rows, ["panel", "x", "y"])
-    assert book.parse_text_table(text) == (
-        ["panel", "x", "y"], [["FAFO ramped", "1", "0.5 ± 0.1"], ["CACO", "1.235e+05", "12 ± 3"]])
-    assert book.parse_text_table("wrote figure.png, data.csv") is None
-    assert book.parse_text_table("FAFO < FACO\nCAFO < CACO") is None
+    data = tables.table([{"panel": "FAFO ramped", "x": 1.0, "y": "0.5 ± 0.1"},
+                         {"panel": "CACO", "x": 123456.0, "y": "12 ± 3"}], ["panel", "x", "y"])
+    text = tables.text(data)
+    assert tables_ext.printed_as(text + "\n", data)
+    assert not tables_ext.printed_as("\n".join(text.split("\n")[:-1]), data)  # a row short
+    assert not tables_ext.printed_as(text.replace("panel", "label"), data)
+    assert not tables_ext.printed_as("wrote figure.png, data.csv", data)
+    [part] = tables_ext.html_tables({**data, "headers": ["panel", "x", "y"]})
+    assert "1.235e+05" in part.astext() and "qkov-printed-table" in part["classes"]
+
+
+def test_a_figure_whose_files_predate_tables_as_data_is_named(tmp_path, monkeypatch):
+    """A summary.json without the printed tables (written by older code) is a warning
+    naming it, so the strict build asks for the figure to be regenerated."""
+    monkeypatch.setenv("QKOV_ARTIFACTS", str(tmp_path))
+    (tmp_path / "paper-fig4").mkdir()
+    (tmp_path / "paper-fig4" / "summary.json").write_text('{"rows": []}')
+    env = SimpleNamespace(srcdir=str(REPO), note_dependency=lambda path: None)
+    with pytest.raises(ValueError, match="paper-fig4/summary.json holds no printed tables"):
+        tables_ext.figure_tables("paper-fig4", env)
+    assert tables_ext.figure_tables("paper-fig2", env) is None  # not run: nothing to show
 
 
 def test_reader_text_has_no_internal_targets(html):
@@ -525,18 +554,18 @@ def test_reader_text_has_no_internal_targets(html):
 
 def test_provenance_and_bibtex_say_when_the_code_was_not_the_commit():
     clean = {"commit": "a" * 40, "uncommitted_changes": False, "custom_parameters": []}
-    assert book.input_state(clean) == ""
+    assert info_ext.input_state(clean) == ""
     changed = {**clean, "uncommitted_changes": True, "library_changed": True,
                "notebook_changed": False, "custom_parameters": ["epochs_scale"]}
-    assert book.input_state(changed) == ("uncommitted changes (library); parameters other "
+    assert info_ext.input_state(changed) == ("uncommitted changes (library); parameters other "
                                          "than the defaults: epochs_scale")
     # BibTeX: no parameter names (LaTeX rejects a bare underscore).
-    assert "_" not in book.input_state(changed, names=False)
-    figure = next(iter(book.book_figures(REPO, toc_docnames()).values()))
-    entry = book.companion_bibtex(book.citation(REPO), figure, "page", "a" * 40,
-                                  book.input_state(changed, names=False))
+    assert "_" not in info_ext.input_state(changed, names=False)
+    figure = next(iter(figures_ext.book_figures(REPO, toc_docnames()).values()))
+    entry = cite_ext.companion_bibtex(cite_ext.citation(REPO), figure, "page", "a" * 40,
+                                  info_ext.input_state(changed, names=False))
     assert "commit aaaaaaaaaaaa with uncommitted changes (library); parameters other" in entry
-    clean_entry = book.companion_bibtex(book.citation(REPO), figure, "page", "a" * 40, "")
+    clean_entry = cite_ext.companion_bibtex(cite_ext.citation(REPO), figure, "page", "a" * 40, "")
     assert "commit aaaaaaaaaaaa;" in clean_entry or "commit aaaaaaaaaaaa}" in clean_entry
 
 
@@ -545,7 +574,7 @@ def test_the_book_refuses_canonical_sets_that_are_not_whole_or_not_the_defaults(
     """The book checks every canonical set before it builds: each file against the digest in
     summary.json, and the parameters against the figure's defaults (a reader's run with other
     parameters is not the figure), naming the file or the parameters."""
-    from qkov import artifacts, plotting
+    from qkov import artifacts, plotting, sets
     from qkov.figures import model_schematic, paper_fig4
 
     monkeypatch.setenv(artifacts.ARTIFACTS_ENV, str(tmp_path))
@@ -553,16 +582,16 @@ def test_the_book_refuses_canonical_sets_that_are_not_whole_or_not_the_defaults(
     p = model_schematic.Parameters()
     plotting.publish(model_schematic.SPEC, p, model_schematic.rows(), 0.0,
                      {"figure": model_schematic.plot(model_schematic.rows())})
-    assert book.set_problems(REPO) == []
+    assert figures_ext.set_problems(REPO) == []
     (tmp_path / "model-schematic" / "figure.svg").write_text("<svg/>")
-    [problem] = book.set_problems(REPO)
+    [problem] = figures_ext.set_problems(REPO)
     assert "model-schematic/figure.svg: differs from the digest" in problem
 
     custom = paper_fig4.Parameters(ratios=[1])
     files = {"data.csv": b"r\n1\n"}
-    files["summary.json"] = artifacts.summary_bytes("paper-fig4", custom, [{"r": 1}], 0.0,
+    files["summary.json"] = sets.summary_bytes("paper-fig4", custom, [{"r": 1}], 0.0,
                                                     dict(files))
-    artifacts.write_set(tmp_path / "paper-fig4", files)
-    problems = book.set_problems(REPO)
+    sets.write_set(tmp_path / "paper-fig4", files)
+    problems = figures_ext.set_problems(REPO)
     assert any("paper-fig4: made with parameters other than the figure's defaults (ratios)"
                in text for text in problems), problems

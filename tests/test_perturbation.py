@@ -17,9 +17,7 @@ path on AVX2 only (``qkov.seeding``).
 
 from __future__ import annotations
 
-import configparser
 import os
-import re
 import subprocess
 import sys
 
@@ -28,11 +26,10 @@ import pytest
 
 import qkov
 from conftest import REPO
-from nbval_tolerance import TOLERANCE_TAG, texts_close
+from nbval_tolerance import TOLERANCE_TAG, output_differences, sanitize_patterns
 
 SCALAR = "default"  # torch's kernels without vector instructions
 IGNORED = "nbval-ignore-output"
-IMAGES = ("image/png", "application/papermill.record/image/png")
 
 # Reduced-scale parameters (papermill arguments); language-agreement as the book runs it.
 RUNS = {
@@ -80,54 +77,19 @@ def execute(figure_id: str, args: list[str], folder, capability: str | None):
     return nbformat.read(out, as_version=4)
 
 
-def _sanitizers() -> list[tuple[re.Pattern, str]]:
-    """nbval's replacements (tests/nbval-sanitize.cfg): what may differ between two runs."""
-    config = configparser.ConfigParser()
-    config.read(REPO / "tests" / "nbval-sanitize.cfg")
-    return [(re.compile(config[s]["regex"]), config[s]["replace"]) for s in config.sections()]
-
-
-def _texts(output) -> dict:
-    """An output's compared text, by key, sanitized as nbval does (images are not
-    compared, as in nbval)."""
-    if output.get("output_type") == "stream":
-        texts = {"stream:" + output.get("name", ""): output.get("text", "")}
-    elif output.get("output_type") == "error":
-        texts = {"error": output.get("evalue", "")}
-    else:
-        texts = {k: "".join(v) if isinstance(v, list) else str(v)
-                 for k, v in output.get("data", {}).items() if k not in IMAGES}
-    for key in texts:
-        for pattern, replacement in _sanitizers():
-            texts[key] = pattern.sub(replacement, texts[key])
-    return texts
-
-
 def differences(native, perturbed) -> list[str]:
-    """Where two runs of one notebook print differently beyond nbval's contract: cells
-    tagged TOLERANCE_TAG within its tolerance, other compared cells exactly."""
+    """Where two runs of one notebook print differently beyond nbval's contract
+    (``nbval_tolerance.output_differences``): cells tagged TOLERANCE_TAG within its
+    tolerance, other compared cells exactly."""
+    masks = sanitize_patterns(REPO / "tests" / "nbval-sanitize.cfg")
     found = []
     cells = [(a, b) for a, b in zip(native.cells, perturbed.cells, strict=True)
              if a.cell_type == "code"]
     for index, (a, b) in enumerate(cells):
         tags = a.metadata.get("tags", [])
-        if IGNORED in tags:
-            continue
-        outputs = [(_texts(x), _texts(y)) for x, y in zip(a.outputs, b.outputs)]
-        if len(a.outputs) != len(b.outputs):
-            found.append(f"code cell {index}: {len(a.outputs)} vs {len(b.outputs)} outputs")
-            continue
-        for x, y in outputs:
-            if x.keys() != y.keys():
-                found.append(f"code cell {index}: outputs {sorted(x)} vs {sorted(y)}")
-                continue
-            for key in x:
-                same = (texts_close(x[key], y[key]) if TOLERANCE_TAG in tags
-                        else x[key] == y[key])
-                if not same:
-                    rule = "within tolerance" if TOLERANCE_TAG in tags else "exactly"
-                    found.append(f"code cell {index} ({key}) differs, compared {rule}:\n"
-                                 f"native:\n{x[key]}\nscalar kernels:\n{y[key]}")
+        if IGNORED not in tags or TOLERANCE_TAG in tags:  # (nbval_tolerance compares those)
+            found += [f"code cell {index} (native: stored, scalar kernels: fresh): {d}" for d in
+                      output_differences(b.outputs, a.outputs, masks, TOLERANCE_TAG in tags)]
     return found
 
 

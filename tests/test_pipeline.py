@@ -126,26 +126,34 @@ def test_nbval_detects_a_changed_result(run_tool, tmp_path):
 
 
 def test_a_cell_tagged_for_tolerance_accepts_last_digit_rounding_only(run_tool, tmp_path):
-    """tests/nbval_tolerance.py: a cell tagged nbval-tolerance passes with a stored number a
-    unit off in its last digit (another machine's float32 rounding) and fails with one that
-    is off by more than the tolerance; a glued figure's PNG is not compared."""
+    """tests/nbval_tolerance.py: a cell tagged nbval-ignore-output and nbval-tolerance passes
+    with a stored number a unit off in its last digit (another machine's float32 rounding)
+    and fails with one that is off by more than the tolerance; a glued figure's PNG is not
+    compared (tests/nbval-sanitize.cfg); a cell tagged for tolerance alone is refused."""
     nb = nbformat.read(REPO / "notebooks" / "paper-fig4.ipynb", as_version=4)
     cell = next(c for c in nb.cells if c.cell_type == "code" for o in c.outputs
                 if o.output_type == "stream" and "mu_ov" in o.text)
-    cell.metadata.setdefault("tags", []).append("nbval-tolerance")
     glued = next(o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
                  if "application/papermill.record/image/png" in o.get("data", {}))
     glued.data["application/papermill.record/image/png"] = "iVBORw0KGgoAAAA"  # not the figure
     original = cell.outputs[0].text
-    for stored, passes in (("0.5589", True), ("0.5688", False)):
+    for tags, stored, passes in ((["nbval-ignore-output", "nbval-tolerance"], "0.5589", True),
+                                 (["nbval-ignore-output", "nbval-tolerance"], "0.5688", False),
+                                 (["nbval-tolerance"], "0.5588", False)):
+        cell.metadata["tags"] = tags
         cell.outputs[0].text = original.replace("0.5588", stored)
         nbformat.write(nb, tmp_path / "paper-fig4.ipynb")
         result = run_tool("pytest", "-p", "nbval_tolerance", "--nbval", "--nbval-current-env",
                           "-p", "no:cacheprovider", "--nbval-sanitize-with",
                           REPO / "tests" / "nbval-sanitize.cfg", tmp_path / "paper-fig4.ipynb",
                           "--rootdir", tmp_path, check=False,
-                          env={"PYTHONPATH": str(REPO / "tests")})
+                          env={"PYTHONPATH": os.pathsep.join(
+                              [str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])})
         assert (result.returncode == 0) == passes, (stored, result.stdout[-2000:])
+        if stored == "0.5688":
+            assert "differ beyond the tolerance" in result.stdout and "0.5688" in result.stdout
+        if tags == ["nbval-tolerance"]:
+            assert "must also be tagged nbval-ignore-output" in result.stdout + result.stderr
 
 
 def test_the_tolerance_rules_on_printed_results():
@@ -162,16 +170,28 @@ def test_the_tolerance_rules_on_printed_results():
 
 def test_a_glued_value_is_compared_like_printed_text():
     """A number glued for the book to quote (myst-nb's text record) gets the same tolerance
-    as a printed one in a cell tagged nbval-tolerance."""
-    from nbval_tolerance import _within_tolerance
+    as a printed one in a cell tagged nbval-tolerance; a glued PNG is not compared, any
+    other difference in the outputs is."""
+    from nbval_tolerance import output_differences
 
-    def glued(text):
-        return nbformat.v4.new_output("display_data",
-                                      data={"application/papermill.record/text/plain": text})
+    def glued(text, png="iVBORw0KGgoAAAA"):
+        return nbformat.v4.new_output("display_data", data={
+            "application/papermill.record/text/plain": text,
+            "application/papermill.record/image/png": png})
+
+    def printed(*texts):  # a print arrives in pieces: streams of one name are joined
+        return [nbformat.v4.new_output("stream", name="stdout", text=t) for t in texts]
 
     stored = [glued("'0.8831 ± 0.16'")]
-    assert _within_tolerance([glued("'0.8832 ± 0.17'")], stored) == stored
-    assert _within_tolerance([glued("'0.9831 ± 0.16'")], stored) != stored
+    assert output_differences([glued("'0.8832 ± 0.17'", png="iVBORw0KGgoBBBB")], stored) == []
+    assert output_differences([glued("'0.9831 ± 0.16'")], stored)
+    assert output_differences(printed("a 0.4833\n", "b 1\n"), printed("a 0.4834\nb 1\n")) == []
+    assert output_differences(printed("a 0.4833\n"), stored)  # another kind of output
+    assert output_differences(printed("in /tmp/x 0.5\n"), printed("in /tmp/y 0.5\n"))
+    from nbval_tolerance import sanitize_patterns
+    masks = sanitize_patterns(REPO / "tests" / "nbval-sanitize.cfg")
+    assert output_differences(printed("in /tmp/x 0.5\n"), printed("in /tmp/y 0.5\n"),
+                                 masks) == []
 
 
 def test_a_passing_test_run_is_recorded(tmp_path):

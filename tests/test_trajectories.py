@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from qkov.artifacts import write_table
+from qkov.sets import write_table
 from qkov.synthetic import trajectories
 
 

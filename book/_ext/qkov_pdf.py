@@ -74,7 +74,7 @@ def add_pdf_button(app, pagename, templatename, context, doctree) -> None:
 
 
 # LaTeX numbers every figure itself ("Fig. 5.1: ..."); the book names its figures instead
-# (qkov_book: C1, "Fig. 2 (reproduced)", the name starts each caption) and gives no figure a
+# (qkov_figures: C1, "Fig. 2 (reproduced)", the name starts each caption) and gives no figure a
 # number, so the PDF's captions get no label either: one numbering, the same as the HTML's.
 UNNUMBERED_FIGURES = r"""
 \usepackage{caption}

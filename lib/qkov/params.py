@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
+from . import tables
 from .checks import ParameterError, boolean
 from .cost import CEILING_MINUTES, Estimate, Work, WorkSum, estimate
 
@@ -162,10 +163,12 @@ class FigureParameters:
         folder that holds other files); prints the run's cost first where the figure counts
         it."""
         p = cls(**collect(namespace, cls.names()))
+        tables.taken()  # a run starts with no tables shown (a stopped run may have left some)
         namespace.update(p.given)  # the notebook's later cells see 1e-3 from YAML as 0.001 too
         spec = cls.spec()
         if spec is not None and "artifacts_dir" in cls.names():
-            from .artifacts import check_replaceable, output_dir
+            from .artifacts import output_dir
+            from .sets import check_replaceable
 
             check_replaceable(output_dir(spec.id, p), spec.files)
         if p.cost() is not None:

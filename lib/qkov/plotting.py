@@ -5,6 +5,7 @@ Each figure draws itself in its own module (``qkov.figures.<figure_id>.plot``)."
 from __future__ import annotations
 
 import io
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
@@ -15,7 +16,9 @@ import matplotlib as mpl
 import numpy as np
 from matplotlib.figure import Figure
 
-from .artifacts import default_dir, output_dir, summary_bytes, table_bytes, write_atomic, write_set
+from . import tables as printed_tables
+from .artifacts import default_dir, output_dir
+from .sets import summary_bytes, write_atomic, write_set
 from .spec import DRAWING_FORMATS, FigureSpec
 
 HOUSE_STYLE = {
@@ -248,7 +251,9 @@ def publish(spec: FigureSpec, parameters: Any, rows: Sequence[Mapping[str, Any]]
     ``summary.json`` with the parameters (the figure's ``Parameters``: the summary notes
     which differ from the defaults), the provenance (the wall time counted from ``started``,
     a ``time.perf_counter()``; the floating-point type, from the spec) and every other file's
-    digest. The drawings and tables must be those the figure's ``spec`` declares (the
+    digest, and the tables the notebook printed (:func:`qkov.tables.show`, with the column
+    headers its module's ``HEADERS`` gives). The drawings and tables must be those the
+    figure's ``spec`` declares (the
     pipeline expects exactly those files), each with alt text in the spec and text legible at
     the book's width (:func:`check_text_size`); anything else fails before a file is written.
     Prints what it wrote (and where, unless into the canonical folder: the notebooks store
@@ -269,11 +274,14 @@ def publish(spec: FigureSpec, parameters: Any, rows: Sequence[Mapping[str, Any]]
              for fmt, data in drawing_files(fig, f"{spec.id}/{stem}").items()}
     for name, table in (tables or {}).items():
         table_rows, columns = table if isinstance(table, tuple) else (table, None)
-        files[name] = table_bytes(table_rows, columns, f"{spec.id}/{name}")
-    files["data.csv"] = table_bytes(rows, None, f"{spec.id}/data.csv")
+        files[name] = printed_tables.csv_bytes(table_rows, columns, f"{spec.id}/{name}")
+    files["data.csv"] = printed_tables.csv_bytes(rows, None, f"{spec.id}/data.csv")
+    module = sys.modules.get(f"qkov.figures.{spec.module}")  # where its SPEC is declared
+    headers = getattr(module, "HEADERS", {})
     files["summary.json"] = summary_bytes(spec.id, parameters, rows,
                                           time.perf_counter() - started, dict(files),
-                                          dtype=spec.dtype_of(parameters))
+                                          dtype=spec.dtype_of(parameters),
+                                          tables=printed_tables.taken(headers))
     files = {name: files[name] for name in spec.files}  # the spec's order
     write_set(folder, files)
     where = "" if folder == default_dir(spec.id) else f" into {folder}"

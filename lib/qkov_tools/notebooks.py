@@ -14,7 +14,8 @@ from pathlib import Path
 
 import nbformat
 
-from qkov.artifacts import repo_root, write_atomic
+from qkov.artifacts import repo_root
+from qkov.sets import write_atomic
 
 # What papermill and nbclient add on every run: timestamps, durations, exceptions flags.
 VOLATILE_KEYS = ["metadata.papermill", "cell.metadata.papermill", "cell.metadata.execution"]

@@ -10,8 +10,10 @@ import platform
 import time
 from pathlib import Path
 
-from qkov.artifacts import default_dir, git_commit, repo_root, write_atomic
+from qkov.artifacts import default_dir, repo_root
 from qkov.figures import specs
+from qkov.provenance import git_commit
+from qkov.sets import write_atomic
 
 RECORDS = Path("benchmarks") / "results"  # relative to the repository root
 FIGURES_RUN = "figures-run.json"

@@ -41,7 +41,8 @@ from typing import Any
 import yaml
 
 from qkov import figures
-from qkov.artifacts import repo_root, write_table
+from qkov.artifacts import repo_root
+from qkov.sets import write_table
 
 SWEEPS_DIR = Path("sweeps")  # the sweep files, relative to the repository (the workflow)
 OUTPUT_DIR = Path("artifacts") / "sweeps"  # relative to the working directory of the run

@@ -16,7 +16,6 @@ import numpy as np
 import torch
 from matplotlib.ticker import NullFormatter
 
-from .. import artifacts
 from ..checks import ParameterError, boolean, integer, number, optional_path, seed_list
 from ..cost import Work
 from ..params import FigureParameters, parameter
@@ -320,10 +319,16 @@ def trajectory_rows(summaries: list[PanelSummary]):
 MATCHED_LOSS_LEVELS = np.geomspace(3.0, 3e-5, 51)  # ten per decade, from near log 50 down
 MATCHED_LOSS_TABLE_LEVELS = (1.0, 0.1, 0.02, 0.01, 0.001)
 
+# How the book heads its printed tables' columns (qkov.tables; others: _ for spaces).
+HEADERS = {"mean_attn": "mean attention", "pct_attn>=0.8": "% with attention ≥ 0.8",
+           "pct_both>=0.8": "% with attention and p ≥ 0.8", "test_loss": "held-out loss",
+           "pct_separable": "% separable", "drift_qk": "QK drift", "drift_ov": "OV drift",
+           **{f"L={level:g}": f"L = {level:g}" for level in MATCHED_LOSS_TABLE_LEVELS}}
 
-def matched_loss_table(summaries: list[PanelSummary], levels) -> str:
+
+def matched_loss_rows(summaries: list[PanelSummary], levels) -> list[dict]:
     """Attention on distinct tokens per panel at the loss ``levels``, mean over seeds ± the
-    half-width of its 95% t interval, as text; "-" where some seed never reached that loss."""
+    half-width of its 95% t interval; "-" where some seed never reached that loss."""
     rows = []
     for s in summaries:
         row = {"panel": s.panel.key}
@@ -332,7 +337,7 @@ def matched_loss_table(summaries: list[PanelSummary], levels) -> str:
             row[f"L={level:g}"] = "-" if values is None else interval_text(
                 *seed_interval(values), 3)
         rows.append(row)
-    return artifacts.table_text(rows, list(rows[0]))
+    return rows
 
 
 AUTHORS_COLUMNS = ("panel", "source", "seeds", "epochs",
