@@ -29,17 +29,16 @@ $(INSTALLED): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $@
 
-# A run that regenerated every figure records its wall times in
-# benchmarks/results/figures-run.json (the reproducibility page shows them).
+# Each figure records its own wall time in its summary.json (the reproducibility page
+# shows them).
 figures: $(INSTALLED) data
-	@start=$$(date +%s.%N) && $(BIN)/snakemake --cores $(CORES) && \
-	$(BIN)/python -m qkov_tools record --since $$start
+	$(BIN)/snakemake --cores $(CORES)
 
 book: figures
 	@$(MAKE) --no-print-directory pdf
 	$(BIN)/jupyter-book build . $(BOOK_FLAGS)
 
-# A passing run records its wall time in benchmarks/results/test-run.json (shown on the
+# A passing run records its wall time in artifacts/test-run.json (shown on the
 # reproducibility page).
 test: $(INSTALLED) data browser slurm tex
 	@start=$$(date +%s.%N) && $(BIN)/ruff check . && $(BIN)/pytest && \

@@ -129,26 +129,38 @@ def test_bibliography_and_citation_page(html):
 
 
 def test_reproducibility_page_shows_the_measured_records(html):
-    """The timings and speed-ups on the page are the JSON records', rendered at build time."""
+    """The timings and speed-ups on the page are the records', rendered at build time: the
+    trainer benchmark's file, each figure's own summary.json, the last passing make test."""
     text = (html / "book" / "reproduce.html").read_text()
     for kind, rows_of in records_ext.RECORD_KINDS.items():
-        record = json.loads((REPO / records_ext.RECORDS / f"{kind}.json").read_text())
-        _, rows, note = rows_of(record)
+        _, rows, note = rows_of(REPO)
         for row in rows:
             for cell in row:
                 assert cell.replace("&", "&amp;") in text, (kind, cell)
-        assert record["date"] in text
+        assert note.split("`")[0].strip() in text, kind
+    figure_rows = records_ext.figure_times_rows(REPO)[1]
+    assert {r[0] for r in figure_rows[:-1]} >= {
+        f for f, spec in specs().items() if not spec.needs_dataset}
 
 
-def test_a_malformed_record_is_named():
+def test_a_malformed_or_missing_record_is_named(tmp_path, monkeypatch):
     with pytest.raises(KeyError):
         records_ext.trainer_speed_rows({"date": "2026-01-01"})
-    record = {"date": "d", "machine": "m", "total_wall_time_s": 1.0,
-              "figures": {"paper-fig4": {"wall_time_s": 2.0, "commit": "abcdef0123456"}}}
-    _, rows, _ = records_ext.figures_run_rows(record)
-    assert rows == [["paper-fig4", "2 s", "abcdef0123"], ["make figures, from scratch", "1 s", ""]]
+    # no test run recorded: the page says so instead of a table
+    assert records_ext.test_run_rows(tmp_path)[1] == []
+    (tmp_path / "artifacts").mkdir()
+    (tmp_path / "artifacts" / "test-run.json").write_text('{"date": "d", "machine": "m"}')
     with pytest.raises(KeyError):
-        records_ext.test_run_rows({"date": "d", "machine": "m"})
+        records_ext.test_run_rows(tmp_path)
+    # a figure the book shows without its summary, or with a malformed one, fails the build
+    monkeypatch.setenv("QKOV_ARTIFACTS", str(tmp_path / "artifacts"))
+    with pytest.raises(FileNotFoundError):
+        records_ext.figure_times_rows(tmp_path)
+    for figure_id in specs():
+        (tmp_path / "artifacts" / figure_id).mkdir()
+        (tmp_path / "artifacts" / figure_id / "summary.json").write_text('{"provenance": {}}')
+    with pytest.raises(KeyError):
+        records_ext.figure_times_rows(tmp_path)
 
 
 # --- every figure: label, headline, downloads, regenerate command, provenance, citation ---

@@ -198,7 +198,7 @@ def test_a_passing_test_run_is_recorded(tmp_path):
     import json
 
     path = records.record_test(since=1000.0, now=1060.5, root=tmp_path)
-    assert path == tmp_path / "benchmarks" / "results" / "test-run.json"
+    assert path == tmp_path / "artifacts" / "test-run.json"  # not committed
     record = json.loads(path.read_text())
     assert record["wall_time_s"] == 60.5 and record["date"] == "1970-01-01"
     assert "cores" in record["machine"] and "commit" in record

@@ -5,7 +5,6 @@
     python -m qkov_tools strip notebooks/*.ipynb                    # strip stored notebooks
     python -m qkov_tools install-cell notebooks/my-fig.ipynb        # its first cell: install
     python -m qkov_tools parameters-cell notebooks/*.ipynb          # from each figure's Parameters
-    python -m qkov_tools record --since START                       # after `make figures`
     python -m qkov_tools record-test --since START                  # after a passing `make test`
     python -m qkov_tools data                                       # fetch the real data, build corpora
 
@@ -37,9 +36,6 @@ def main(argv: list[str] | None = None) -> int:
     parameters_p = sub.add_parser("parameters-cell", help="generate notebooks' parameters "
                                   "cells from their figures' Parameters")
     parameters_p.add_argument("notebooks", type=Path, nargs="+")
-    record_p = sub.add_parser("record", help="record the wall times of a from-scratch run")
-    record_p.add_argument("--since", type=float, required=True,
-                          help="Unix time the run started")
     test_p = sub.add_parser("record-test", help="record the wall time of a passing make test")
     test_p.add_argument("--since", type=float, required=True,
                         help="Unix time the tests started")
@@ -83,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from . import records
 
-        (records.record if args.command == "record" else records.record_test)(args.since)
+        records.record_test(args.since)
     return 0
 
 
