@@ -453,9 +453,13 @@ def test_citation_file_is_valid_cff_1_2_0():
 
 def test_launch_buttons_and_repository_link(html):
     text = (html / "notebooks" / "paper-fig4.html").read_text()
-    assert "mybinder.org/v2/gh/qkov-companion/qkov/main?urlpath=tree/notebooks/paper-fig4.ipynb" in text
-    assert "colab.research.google.com/github/qkov-companion/qkov/blob/main/notebooks/paper-fig4.ipynb" in text
-    assert 'href="https://github.com/qkov-companion/qkov"' in text
+    from qkov_tools.notebooks import repository_url
+
+    url = repository_url(REPO)  # CITATION.cff's, the one place it is written
+    repo = url.removeprefix("https://github.com/")
+    assert f"mybinder.org/v2/gh/{repo}/main?urlpath=tree/notebooks/paper-fig4.ipynb" in text
+    assert f"colab.research.google.com/github/{repo}/blob/main/notebooks/paper-fig4.ipynb" in text
+    assert f'href="{url}"' in text
     assert re.search(r'href="[^"]*_sources/notebooks/paper-fig4\.ipynb"', text), \
         "the notebook cannot be downloaded"
 

@@ -26,6 +26,7 @@ import time
 
 import numpy as np
 import pytest
+import yaml
 from test_browser import CHROMIUM_SERVICES, QUIET_FLAGS, Site, _host, chromium
 
 from conftest import REPO
@@ -254,7 +255,8 @@ def test_other_builders_get_a_paragraph_with_the_online_page(tmp_path):
     assert not warnings, warnings
     tex = "\n".join(path.read_text() for path in out.glob("*.tex"))
     assert "interactive explorer of these dynamics" in tex
-    assert "https://qkov-companion.github.io/qkov/book/explorer.html" in tex  # CITATION.cff's url
+    book_url = yaml.safe_load((REPO / "CITATION.cff").read_text())["url"]
+    assert f"{book_url.rstrip('/')}/book/explorer.html" in tex  # CITATION.cff's url
     assert "qkx-data" not in tex
 
 

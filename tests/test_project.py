@@ -116,10 +116,9 @@ def test_every_notebook_installs_the_companion_where_it_is_missing(monkeypatch):
     import nbformat
     from IPython.core.inputtransformer2 import TransformerManager
 
-    from qkov_tools.notebooks import INSTALL_SOURCE, INSTALL_TAG
+    from qkov_tools.notebooks import INSTALL_TAG, install_source, repository_url
 
-    config = yaml.safe_load((REPO / "_config.yml").read_text())
-    assert config["repository"]["url"].removeprefix("https://") in INSTALL_SOURCE
+    INSTALL_SOURCE = install_source()
     for path in sorted((REPO / "notebooks").glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         first = next(c for c in nb.cells if c.cell_type == "code")
@@ -134,7 +133,7 @@ def test_every_notebook_installs_the_companion_where_it_is_missing(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     exec(code, {"get_ipython": lambda: shell})
     assert len(calls) == 1 and calls[0][0] == "pip" and "install" in calls[0][1] \
-        and "git+https://github.com/qkov-companion/qkov" in calls[0][1]
+        and f"git+{repository_url()}" in calls[0][1]
 
 
 def test_the_install_cell_installs_what_the_notebooks_import():
@@ -149,9 +148,9 @@ def test_the_install_cell_installs_what_the_notebooks_import():
     from packaging.requirements import Requirement
 
     from qkov_tools.imports import python_source
-    from qkov_tools.notebooks import INSTALL_SOURCE
+    from qkov_tools.notebooks import install_source
 
-    extras = re.search(r'"qkov\[([a-z,]+)\] @', INSTALL_SOURCE).group(1).split(",")
+    extras = re.search(r'"qkov\[([a-z,]+)\] @', install_source()).group(1).split(",")
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     wanted = [Requirement(r).name for r in project["dependencies"]]
     wanted += [Requirement(r).name for extra in extras

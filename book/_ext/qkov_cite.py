@@ -79,6 +79,17 @@ class CitationDirective(SphinxDirective):
                 _code(companion_bibtex(citation(srcdir)), "bibtex")]
 
 
+def _repository_from_citation(app, config) -> None:
+    """The repository link and the launch buttons point at CITATION.cff's repository-code,
+    the one place the repository's URL is written (Jupyter Book would need it typed in
+    _config.yml too, and refuses a repository button without it there, so _config.yml turns
+    the button off and this turns it on)."""
+    options = config.html_theme_options
+    options["repository_url"] = citation(app.srcdir)["repository-code"]
+    options["use_repository_button"] = True
+
+
 def setup(app):
     app.add_directive("qkov-citation", CitationDirective)
+    app.connect("config-inited", _repository_from_citation)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -23,28 +23,44 @@ VOLATILE_KEYS = ["metadata.papermill", "cell.metadata.papermill", "cell.metadata
 
 # Every notebook's first code cell: on Colab or Binder, or wherever the companion is not
 # installed, it installs it; where `qkov` imports (this repository's environment) it does
-# nothing. The book does not show it (tag remove-cell). The URL is _config.yml's repository;
-# the extras are those the notebooks import (the tools to run them, myst-nb's glue).
-INSTALL_SOURCE = """\
+# nothing. The book does not show it (tag remove-cell). The URL is CITATION.cff's
+# repository-code; the extra is what the notebooks import beyond the library (myst-nb's glue).
+INSTALL_TEMPLATE = """\
 # Colab, Binder or any Python without the companion: install it first (a no-op where
 # `qkov` already imports, as in the repository's own environment).
 import importlib.util
 
 if importlib.util.find_spec("qkov") is None:
-    %pip install --quiet "qkov[tools,book] @ git+https://github.com/qkov-companion/qkov"
+    %pip install --quiet "qkov[notebook] @ git+{repository}"
 """
 INSTALL_TAG = "remove-cell"
 
 
+def repository_url(root: Path | None = None) -> str:
+    """CITATION.cff's repository-code: the one place the repository's URL is written."""
+    import yaml
+
+    return yaml.safe_load((Path(root or repo_root()) / "CITATION.cff").read_text())[
+        "repository-code"]
+
+
+def install_source(root: Path | None = None) -> str:
+    return INSTALL_TEMPLATE.format(repository=repository_url(root))
+
+
 def with_install_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """``nb`` with the install cell as its first code cell (replacing an older one)."""
-    cells = [c for c in nb.cells
-             if not (c.cell_type == "code" and "find_spec(\"qkov\")" in c.source)]
-    first_code = next((k for k, c in enumerate(cells) if c.cell_type == "code"), len(cells))
-    cell = nbformat.v4.new_code_cell(INSTALL_SOURCE.rstrip("\n"),
-                                     metadata={"tags": [INSTALL_TAG]})
+    """``nb`` with the install cell as its first code cell (an existing one is brought up to
+    date in place, keeping its id and execution count)."""
+    source = install_source().rstrip("\n")
+    existing = [c for c in nb.cells if c.cell_type == "code" and 'find_spec("qkov")' in c.source]
+    if existing:
+        existing[0].source = source
+        return nb
+    first_code = next((k for k, c in enumerate(nb.cells) if c.cell_type == "code"),
+                      len(nb.cells))
+    cell = nbformat.v4.new_code_cell(source, metadata={"tags": [INSTALL_TAG]})
     cell.id = "install-qkov"
-    nb.cells = [*cells[:first_code], cell, *cells[first_code:]]
+    nb.cells.insert(first_code, cell)
     return nb
 
 
