@@ -184,9 +184,12 @@ DRAWINGS = {
     "language-agreement-rare": lambda: language_agreement.plot_rare(agreement_inputs()[0]),
     "real-agreement": lambda: real_agreement.plot(*real_agreement_inputs()),
     "real-sentiment": lambda: real_sentiment.plot(*real_sentiment_inputs()),
-    "language-hatexplain": lambda: language_hatexplain.plot(*classifier_inputs(CLASSIFIER)),
-    "language-sva": lambda: language_sva.plot(*classifier_inputs(CLASSIFIER)),
-    "language-squad": lambda: language_squad.plot(*classifier_inputs(SQUAD)),
+    "language-hatexplain": lambda: language_hatexplain.plot(
+        pipelines.Results(*classifier_inputs(CLASSIFIER), runs=[])),
+    "language-sva": lambda: language_sva.plot(
+        pipelines.Results(*classifier_inputs(CLASSIFIER), runs=[])),
+    "language-squad": lambda: language_squad.plot(
+        language_squad.Results(*classifier_inputs(SQUAD), predictions=[])),
     "model-schematic": lambda: figures.module("model-schematic").plot(
         figures.module("model-schematic").rows()),
 }

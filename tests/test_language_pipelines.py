@@ -1,10 +1,11 @@
 """The real-data pipelines end to end on small files of the real formats (written by
-test_language_data's writers): a few training steps of both conditions, the metrics, the
-figure and the artifacts; without data, a message and nothing written; on bad data, an error
-before any training."""
+test_language_data's writers), through the stored notebooks' own code: a few training steps
+of both conditions, the metrics, the figure and the artifacts; without data, the message
+once and nothing else; on bad data, an error before any training."""
 
 import dataclasses
 import json
+import types
 
 import nbformat
 import numpy as np
@@ -27,6 +28,21 @@ from qkov.language.data import DataError
 TINY = {"seeds": [1234, 1235], "epochs": 2, "d_model": 8, "n_heads": 2, "d_head": 4,
         "device": "cpu"}
 RATES = ("accuracy", "attention_rollout", "attention_layer_mean", "attention_layer_max")
+
+
+def notebook_code(figure_id: str, **parameters) -> dict:
+    """Run the stored notebook's own code in this process, as papermill would with these
+    ``parameters`` (injected after its parameters cell; its install cell left out), and
+    return its namespace."""
+    nb = nbformat.read(REPO / "notebooks" / f"{figure_id}.ipynb", as_version=4)
+    namespace: dict = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code" or 'find_spec("qkov")' in cell.source:
+            continue
+        exec(compile(cell.source, f"{figure_id}.ipynb", "exec"), namespace)
+        if "parameters" in cell.metadata.get("tags", []):
+            namespace.update(parameters)
+    return namespace
 
 
 def published(figure_id, folder, extra):
@@ -64,60 +80,53 @@ def hatexplain_files(folder):
 
 def test_hatexplain_pipeline_trains_measures_and_publishes(tmp_path):
     hatexplain_files(tmp_path / "Data")
-    p = language_hatexplain.Parameters(hatexplain_dir=str(tmp_path / "Data"), vocab_size=300,
-                                       d_mlp=8, lr=1e-3, top_fraction=0.2,
-                                       artifacts_dir=str(tmp_path / "out"),
-                                       **{**TINY, "seeds": [1234]})
-    assert not language_hatexplain.data_missing(p)
-    prepared = language_hatexplain.prepare(p)
+    ns = notebook_code("language-hatexplain", hatexplain_dir=str(tmp_path / "Data"),
+                       vocab_size=300, d_mlp=8, lr=1e-3, top_fraction=0.2,
+                       artifacts_dir=str(tmp_path / "out"), **{**TINY, "seeds": [1234]})
+    prepared, (rows, heatmaps, _) = ns["data"], ns["results"]
     assert len(prepared.train) == 21 and len(prepared.test) == 6  # posts 3 and 7 of 8: no majority
     assert prepared.data.no_majority == 10
     assert prepared.test.rationale.any(1).sum() == 4  # hate speech and offensive posts
-    rows, heatmaps, runs = language_hatexplain.run(p, prepared, progress=False)
-    check_classifier_rows(rows, p.seeds)
+    check_classifier_rows(rows, [1234])
     assert all(r["n_with_rationale"] == 4 for r in rows)
     for grid in heatmaps.values():  # the four test posts with a rationale
         assert grid.shape == (5, 5) and grid.sum() == pytest.approx(100)
-    fig = language_hatexplain.plot(rows, heatmaps, p.top_fraction)
-    plotting.publish(language_hatexplain.SPEC, p, rows, 0.0, {"figure": fig},
-                     language_hatexplain.tables(heatmaps, runs))
     summary = published("language-hatexplain", tmp_path / "out", ["heatmaps.csv"])
     assert len(summary["rows"]) == 2
 
 
-def test_sva_pipeline_splits_by_attractors(tmp_path):
+def test_sva_pipeline_splits_by_attractors(tmp_path, capsys):
     path = write_agreement(tmp_path / "agr.tsv")
-    p = language_sva.Parameters(agreement_tsv=str(path), train_fraction=0.5, lr=0.05,
-                                top_fraction=0.2, artifacts_dir=str(tmp_path / "out"), **TINY)
-    prepared = language_sva.prepare(p)
+    ns = notebook_code("language-sva", agreement_tsv=str(path), train_fraction=0.5, lr=0.05,
+                       top_fraction=0.2, artifacts_dir=str(tmp_path / "out"), **TINY)
+    prepared, results = ns["data"], ns["results"]
     assert len(prepared.train) == 20 and len(prepared.test) == 20 and prepared.too_long == 0
     # the rationale is the subject, the second word of every sentence
     assert prepared.test.rationale.sum(1).tolist() == [1] * 20
     assert prepared.test.rationale[:, 1].all()
-    rows, heatmaps, runs = language_sva.run(p, prepared, progress=False)
-    check_classifier_rows(rows, p.seeds)
-    by_attractors = language_sva.attractor_rows(runs, prepared.test_attractors)
+    check_classifier_rows(results.rows, TINY["seeds"])
+    by_attractors = language_sva.attractor_rows(results.runs, prepared.test_attractors)
     assert sum(r["n"] for r in by_attractors) == 20 * 4  # every test sentence, per run
     assert {r["attractors"] for r in by_attractors} <= {0, 1}
-    fig = language_sva.plot(rows, heatmaps)
-    plotting.publish(language_sva.SPEC, p, rows, 0.0, {"figure": fig},
-                     language_sva.tables(heatmaps, runs, prepared))
     published("language-sva", tmp_path / "out", ["heatmaps.csv", "attractors.csv"])
+    printed = capsys.readouterr().out
+    assert printed.startswith("examples: train 20, test 20")  # what prepare loaded
+    assert "attractors" in printed and "wrote " in printed  # the second table; the artifacts
 
 
 def test_squad_pipeline_generates_answers_and_scores_them(tmp_path):
     train = write_squad(tmp_path / "train-v2.0.json")
     dev = write_squad(tmp_path / "dev-v2.0.json")
     glove = write_glove(tmp_path / "glove.txt", ["the", "normans", "France", "what"], dim=8)
-    p = language_squad.Parameters(squad_train=str(train), squad_dev=str(dev),
-                                  glove_path=str(glove), vocab_size=400, d_mlp=8, n_layers=2,
-                                  max_length=64, max_answer_tokens=3, batch_size=4, lr=1e-3,
-                                  warmup_steps=1, artifacts_dir=str(tmp_path / "out"),
-                                  **{**TINY, "seeds": [1234], "epochs": 1})
-    prepared = language_squad.prepare(p)
+    ns = notebook_code("language-squad", squad_train=str(train), squad_dev=str(dev),
+                       glove_path=str(glove), vocab_size=400, d_mlp=8, n_layers=2,
+                       max_length=64, max_answer_tokens=3, batch_size=4, lr=1e-3,
+                       warmup_steps=1, artifacts_dir=str(tmp_path / "out"),
+                       **{**TINY, "seeds": [1234], "epochs": 1})
+    p, prepared, (rows, _, predictions) = ns["p"], ns["data"], ns["results"]
     assert len(prepared.train) == 12 and len(prepared.prompts) == 12
     with pytest.raises(ParameterError, match="'warmup_steps': expected fewer than the run's 2 "):
-        language_squad.run(dataclasses.replace(p, warmup_steps=2), prepared, progress=False)
+        language_squad.conditions(dataclasses.replace(p, warmup_steps=2), prepared)
     assert int(prepared.found.sum()) >= 3  # "the", "Normans" (lower-cased match), "France"
     # the answer span marks exactly the tokens of the answer inside the context
     tokenizer, first = prepared.tokenizer, prepared.train_data.examples[0]
@@ -126,17 +135,28 @@ def test_squad_pipeline_generates_answers_and_scores_them(tmp_path):
     # training targets: the answer tokens and [EOS], nothing of the prompt
     targets = prepared.train.tokens[0][prepared.train.loss_mask[0]].tolist()
     assert targets[-1] == tokenizer.eos_id and tokenizer.decode(targets).strip() == first.answer
-    rows, heatmaps, predictions = language_squad.run(p, prepared, progress=False)
     assert [(r["condition"], r["seed"]) for r in rows] == [
         (c, s) for s in p.seeds for c in ("matched", "faster QK")]
     for row in rows:
         assert 0 <= row["exact_match"] <= row["f1"] <= 1 and row["n_eval"] == 12
         assert all(0 <= row[f"attention_{m}"] <= 1 for m in ("rollout", "layer_mean", "layer_max"))
     assert len(predictions) == 2 * 5
-    fig = language_squad.plot(rows, heatmaps)
-    plotting.publish(language_squad.SPEC, p, rows, 0.0, {"figure": fig},
-                     language_squad.tables(heatmaps, predictions))
     published("language-squad", tmp_path / "out", ["heatmaps.csv", "predictions.csv"])
+
+
+def test_squad_conditions_differ_in_the_qk_rate_alone_unless_asked():
+    """Faster QK is matched with W_Q, W_K at qk_multiplier; matched_lr and matched_epochs
+    (the authors' confound) change matched alone."""
+    data = types.SimpleNamespace(train=[None] * 640)  # 20 batches: 10 optimizer steps
+    p = language_squad.Parameters(epochs=10, warmup_steps=20)
+    matched, faster = language_squad.conditions(p, data).values()
+    assert dataclasses.replace(faster, qk_multiplier=1.0) == matched
+    assert faster.qk_multiplier == 20 and matched.warmup_fraction == pytest.approx(0.2)
+    theirs = dataclasses.replace(p, matched_lr=5e-4, matched_epochs=5)
+    matched, faster = language_squad.conditions(theirs, data).values()
+    assert (matched.lr, matched.epochs, matched.warmup_fraction) == (5e-4, 5, pytest.approx(0.4))
+    assert (faster.lr, faster.epochs) == (p.lr, 10)
+    assert language_squad.conditions(p, None) is None
 
 
 def test_padded_batch_places_rows_and_their_marks():
@@ -188,6 +208,30 @@ def test_without_data_the_pipelines_say_where_to_get_it(module, capsys):
     assert "(not given)" in printed
     # A path that is given but does not exist is a mistake, not "no data":
     # tests/test_loaders_strict.py checks that it fails, naming the parameter.
+
+
+@pytest.mark.parametrize("module", [language_hatexplain, language_sva, language_squad])
+def test_without_data_the_notebook_says_so_once_and_does_nothing_else(module, tmp_path,
+                                                                     monkeypatch, capfd):
+    """The stored notebook's own code at its defaults: the message, once, and then every
+    step takes no data (None) and trains, draws, prints and writes nothing."""
+    from qkov.language import pipelines
+
+    def refused(*args, **kwargs):
+        raise AssertionError("called without data")
+
+    for owner, name in ((pipelines, "train_classifier"), (language_squad, "train_language_model"),
+                        (pipelines, "plot_classifier"), (plotting, "publish")):
+        monkeypatch.setattr(owner, name, refused)
+    ns = notebook_code(module.SPEC.id, artifacts_dir=str(tmp_path / "out"))
+    printed, errors = capfd.readouterr()
+    assert printed.count("No data") == 1 and errors == ""
+    assert printed.startswith(f"No data, so nothing is trained or drawn: {module.SPEC.id}")
+    nb = nbformat.read(REPO / "notebooks" / f"{module.SPEC.id}.ipynb", as_version=4)
+    assert printed == "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                              for o in c.outputs)  # what the stored notebook shows
+    assert ns["data"] is None and ns["results"] is None and ns["fig"] is None
+    assert not (tmp_path / "out").exists()
 
 
 def test_bad_data_fails_in_prepare_before_any_training(tmp_path):
@@ -263,15 +307,31 @@ def test_squad_takes_the_fetched_glove_only_at_its_width():
         language_squad.Parameters(glove_package=True, d_model=50, glove_path="x.txt")
 
 
-def test_the_weight_decay_confound_is_an_option_for_faster_qk_alone():
+def test_the_notebooks_conditions_differ_in_the_faster_rates_alone(tmp_path, monkeypatch):
+    """The conditions the notebooks' training cells build: faster QK is matched with W_Q,
+    W_K and the token embedding at their multiples - and, in HateXplain where asked (the
+    authors' confound), with its own weight decay."""
     from qkov.language import pipelines
 
-    base = {"optimizer": "adamw", "lr": 1e-3, "weight_decay": 1e-4, "epochs": 1}
-    same = pipelines.setups(base, 30, 30, seed=1)
+    taken = []
+    monkeypatch.setattr(pipelines, "run_classifier",
+                        lambda data, conditions, *args, **kwargs: taken.append(conditions))
+    hatexplain_files(tmp_path / "Data")
+    for faster_decay in (None, 1e-3):
+        notebook_code("language-hatexplain", hatexplain_dir=str(tmp_path / "Data"),
+                      vocab_size=300, weight_decay=1e-4, faster_weight_decay=faster_decay,
+                      artifacts_dir=str(tmp_path / "out"))
+    notebook_code("language-sva", agreement_tsv=str(write_agreement(tmp_path / "agr.tsv")),
+                  train_fraction=0.5, artifacts_dir=str(tmp_path / "out"))
+    same, confounded, sva = taken
+    for conditions, multiple in ((same, 30), (sva, 100)):
+        matched, faster = conditions["matched"], conditions["faster QK"]
+        assert (faster.qk_multiplier, faster.embedding_multiplier) == (multiple, multiple)
+        assert dataclasses.replace(faster, qk_multiplier=1.0, embedding_multiplier=1.0) == matched
     assert {s.weight_decay for s in same.values()} == {1e-4}
-    confounded = pipelines.setups(base, 30, 30, seed=1, faster_weight_decay=1e-3)
     assert confounded["matched"].weight_decay == 1e-4
     assert confounded["faster QK"].weight_decay == 1e-3
+    assert (sva["matched"].optimizer, same["matched"].optimizer) == ("sgd", "adamw")
 
 
 def test_squad_context_is_cut_around_the_first_gold_answer():
@@ -289,16 +349,16 @@ def test_squad_context_is_cut_around_the_first_gold_answer():
 
 def test_sva_reads_the_whole_sentence_as_the_authors_do_when_asked(tmp_path):
     path = write_agreement(tmp_path / "agr.tsv")
-    p = language_sva.Parameters(agreement_tsv=str(path), train_fraction=0.5, lr=0.05,
-                                top_fraction=0.2, input="sentence", **TINY)
-    prepared = language_sva.prepare(p)
+    ns = notebook_code("language-sva", agreement_tsv=str(path), train_fraction=0.5, lr=0.05,
+                       top_fraction=0.2, input="sentence", artifacts_dir=str(tmp_path / "out"),
+                       **TINY)
+    prepared = ns["data"]
     # subject (word 2) and verb marked; the row ends with the verb's sentence, read at its end
     for example, marks, mask in zip(prepared.data.test, prepared.test.rationale,
                                     prepared.test.attention_mask):
         assert int(mask.sum()) == len(example.sentence) > len(example.words)
         assert marks.nonzero().squeeze(1).tolist() == [example.subject_index, example.verb_index]
-    rows, _, _ = language_sva.run(p, prepared, progress=False)
-    check_classifier_rows(rows, p.seeds)
+    check_classifier_rows(ns["results"].rows, TINY["seeds"])
     with pytest.raises(ParameterError, match="input"):
         language_sva.Parameters(input="words")
 
@@ -340,8 +400,9 @@ def test_the_authors_hatexplain_measurement_is_an_option(tmp_path):
     assert not np.allclose(end["attention_rollout"], readout["attention_rollout"])
     for key in ("comprehensiveness", "sufficiency", "correct", "auprc"):  # ranked as before
         np.testing.assert_array_equal(end[key], readout[key])
-    rows, _, _ = language_hatexplain.run(theirs, prepared, progress=False)
-    check_classifier_rows(rows, theirs.seeds)
+    ns = notebook_code("language-hatexplain", **common, mask_padding=False,
+                       attention_row="padded_end", artifacts_dir=str(tmp_path / "out"))
+    check_classifier_rows(ns["results"].rows, theirs.seeds)
     with pytest.raises(ParameterError, match="attention_row"):
         language_hatexplain.Parameters(attention_row="last")
 

@@ -109,18 +109,16 @@ def test_sizes_that_would_fill_the_memory_are_refused_even_with_allow_long(kw, n
 
 def test_the_real_data_pipelines_show_their_bars(tmp_path, capfd):
     from test_language_data import write_agreement
+    from test_language_pipelines import notebook_code
 
-    from qkov.figures import language_sva
     from qkov.language.batches import TokenBatch
     from qkov.language.models import Decoder, DecoderConfig
     from qkov.language.train import TrainingSetup, train_language_model
 
     # language-sva and language-hatexplain: qkov.language.pipelines.run_classifier
-    p = language_sva.Parameters(agreement_tsv=str(write_agreement(tmp_path / "agr.tsv")),
-                                train_fraction=0.5, seeds=[1234], epochs=1, d_model=8,
-                                n_heads=2, d_head=4, device="cpu",
-                                artifacts_dir=str(tmp_path / "out"))
-    language_sva.run(p, language_sva.prepare(p))  # the notebook's call: progress by default
+    notebook_code("language-sva", agreement_tsv=str(write_agreement(tmp_path / "agr.tsv")),
+                  train_fraction=0.5, seeds=[1234], epochs=1, d_model=8, n_heads=2, d_head=4,
+                  device="cpu", artifacts_dir=str(tmp_path / "out"))  # progress by default
     err = capfd.readouterr().err
     assert err.count("training:") >= 2 and "step" in err, err  # matched and faster QK
     # language-squad: train_language_model

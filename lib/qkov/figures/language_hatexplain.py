@@ -10,8 +10,9 @@ rollout, :func:`qkov.language.metrics.eraser`), and attention-vs-probability hea
 the test split.
 
 The data cannot be downloaded on the project's machines: with ``hatexplain_dir`` not given
-(the notebook's default) :func:`data_missing` prints where to get it and the command to run,
-and nothing is trained. Tokens: a WordPiece trained on the training posts
+(the notebook's default) :func:`prepare` prints where to get it and the command to run, and
+gives None - no data - which every later step of the notebook takes and passes on, doing
+nothing: nothing is trained, drawn or written. Tokens: a WordPiece trained on the training posts
 (:func:`qkov.language.tokenizers.train_wordpiece`), not the paper's ``bert-base-uncased``.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import plotting, tables
 from ..checks import (
     ParameterError,
     boolean,
@@ -35,6 +37,7 @@ from ..language.data import HATEXPLAIN_LABELS, HateXplainData, load_hatexplain
 from ..language.metrics import ERASER_FRACTION
 from ..language.models import DecoderConfig
 from ..language.tokenizers import BERT_VOCAB_SIZE, Tokenizer, train_wordpiece
+from ..language.train import TrainingSetup
 from ..params import FigureParameters, parameter
 from ..spec import FigureSpec
 
@@ -138,6 +141,11 @@ class Parameters(FigureParameters):
             return None
         return Path(self.hatexplain_dir) / DATASET, Path(self.hatexplain_dir) / DIVISIONS
 
+    @property
+    def faster_qk_weight_decay(self) -> float:
+        """Faster QK's weight decay: ``faster_weight_decay`` where given, else matched's."""
+        return self.weight_decay if self.faster_weight_decay is None else self.faster_weight_decay
+
 
 def data_missing(p: Parameters) -> bool:
     """True (and what to do printed) if ``hatexplain_dir`` is not given; an error if it is
@@ -171,9 +179,13 @@ def encode(posts, tokenizer: Tokenizer, max_length: int) -> pipelines.TokenBatch
                           rationale=rationales)
 
 
-def prepare(p: Parameters) -> Prepared:
+def prepare(p: Parameters) -> Prepared | None:
     """Load and check the data, train the tokenizer on the training posts, encode both
-    splits: everything that can fail on bad data fails here, before any training."""
+    splits: everything that can fail on bad data fails here, before any training; prints
+    what it loaded (:func:`describe`). Without the data, None (no data), after saying where
+    to get them and what to run (:func:`data_missing`)."""
+    if data_missing(p):
+        return None
     data = load_hatexplain(*p.paths)
     train_posts = data.train[:p.train_limit] if p.train_limit else data.train
     if not train_posts or not data.test:
@@ -186,8 +198,10 @@ def prepare(p: Parameters) -> Prepared:
                            attention_bias=p.attention_bias,
                            n_classes=len(HATEXPLAIN_LABELS),
                            pad_id=tokenizer.pad_id)
-    return Prepared(data, tokenizer, encode(train_posts, tokenizer, p.max_length),
-                    encode(data.test, tokenizer, p.max_length), config)
+    prepared = Prepared(data, tokenizer, encode(train_posts, tokenizer, p.max_length),
+                        encode(data.test, tokenizer, p.max_length), config)
+    print(describe(prepared))
+    return prepared
 
 
 def describe(prepared: Prepared) -> str:
@@ -198,29 +212,38 @@ def describe(prepared: Prepared) -> str:
             f"{int(prepared.test.rationale.any(1).sum())}")
 
 
-def run(p: Parameters, prepared: Prepared, progress: bool = True):
-    """Both conditions for every seed: (rows, heatmaps, runs), see
-    :func:`qkov.language.pipelines.run_classifier`."""
-    base = {"optimizer": "adamw", "lr": p.lr, "weight_decay": p.weight_decay, "epochs": p.epochs,
-            "batch_size": p.batch_size, "schedule": "cosine",
-            "warmup_fraction": p.warmup_fraction, "grad_clip": p.grad_clip,
-            "position_multiplier": p.position_multiplier}
-    return pipelines.run_classifier(prepared.config, prepared.train, prepared.test, p.seeds, base,
-                            p.qk_multiplier, p.embedding_multiplier, p.device, p.top_fraction,
-                            progress=progress, faster_weight_decay=p.faster_weight_decay,
-                            attention_row=p.attention_row)
+def training(p: Parameters) -> TrainingSetup:
+    """Matched learning rates: every parameter at ``lr`` (AdamW, linear warmup then cosine
+    decay, clipped gradients; the position embedding at ``position_multiplier`` in both
+    conditions, as the authors' notebooks)."""
+    return TrainingSetup(optimizer="adamw", lr=p.lr, weight_decay=p.weight_decay,
+                         epochs=p.epochs, batch_size=p.batch_size, schedule="cosine",
+                         warmup_fraction=p.warmup_fraction, grad_clip=p.grad_clip,
+                         position_multiplier=p.position_multiplier)
 
 
 SHOWN = ["accuracy", "attention_rollout", "attention_layer_mean", "attention_layer_max",
          "token_f1", "iou_f1", "auprc", "comprehensiveness", "sufficiency"]
 
 
-def plot(rows, heatmaps, top_fraction: float = ERASER_FRACTION):
-    return pipelines.plot_classifier(rows, heatmaps, top_fraction=top_fraction,
+def show(results: pipelines.Results | None) -> None:
+    """Print the rows (nothing without data)."""
+    if results is not None:
+        tables.show(results.rows, ["condition", "seed"] + SHOWN)
+
+
+def plot(results: pipelines.Results | None, top_fraction: float = ERASER_FRACTION):
+    """The figure (:func:`qkov.language.pipelines.plot_classifier`); None without data."""
+    if results is None:
+        return None
+    return pipelines.plot_classifier(results.rows, results.heatmaps, top_fraction=top_fraction,
                                      title="HateXplain (paper section 5): faster QK vs matched "
                                            "learning rates,\ntest split")
 
 
-def tables(heatmaps, runs) -> dict:
-    """Extra CSV files of the artifacts: the heatmaps."""
-    return {"heatmaps.csv": pipelines.heatmap_rows(heatmaps)}
+def publish(p: Parameters, results: pipelines.Results | None, fig, started: float) -> None:
+    """Write the artifacts (:func:`qkov.plotting.publish`): the figure, the rows and the
+    heatmaps; nothing without data."""
+    if results is not None:
+        plotting.publish(SPEC, p, results.rows, started, {"figure": fig},
+                         {"heatmaps.csv": pipelines.heatmap_rows(results.heatmaps)})

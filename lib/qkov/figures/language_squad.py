@@ -18,19 +18,23 @@ longer than ``max_length`` tokens (256, the paper's) are left out and counted. W
 paper is silent the defaults are the authors' faster-QK notebook's (learning rate, epochs,
 batch size and accumulation, warm-up steps, dropout, label smoothing, tied output, the
 embedding's rate and decay, the 60,000-question subset); the book's table of differences
-lists what is not followed, and why. Without the data (the notebook's default) the
-notebook says where to get it and what to run, and trains nothing.
+lists what is not followed, and why. Without the data (the notebook's default)
+:func:`prepare` says where to get it and what to run, and gives None - no data - which every
+later step of the notebook takes and passes on, doing nothing: nothing is trained, drawn or
+written.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
-from .. import seeding
+from .. import plotting, seeding, tables
 from ..checks import (
     ParameterError,
     boolean,
@@ -303,9 +307,13 @@ class Prepared:
     config: DecoderConfig
 
 
-def prepare(p: Parameters) -> Prepared:
+def prepare(p: Parameters) -> Prepared | None:
     """Load and check SQuAD and GloVe, train the tokenizer on the training split, encode:
-    everything that can fail on bad data fails before any training."""
+    everything that can fail on bad data fails before any training; prints what it loaded
+    (:func:`describe`). Without the data, None (no data), after saying where to get them and
+    what to run (:func:`data_missing`)."""
+    if data_missing(p):
+        return None
     train_data = load_squad(p.squad_train, p.train_limit)
     if p.train_sample is not None and p.train_sample < len(train_data.examples):
         picked = sorted(random.Random(p.sample_seed).sample(range(len(train_data.examples)),
@@ -337,9 +345,11 @@ def prepare(p: Parameters) -> Prepared:
                            d_model=p.d_model, n_heads=p.n_heads, d_head=p.d_head, d_mlp=p.d_mlp,
                            n_layers=p.n_layers, layer_norm="pre", n_classes=None,
                            pad_id=tokenizer.pad_id, dropout=p.dropout, tie_output=p.tie_output)
-    return Prepared(train_data, dev_data, tokenizer, train_batch, prompts, dev.golds,
-                    train.too_long, dev.too_long, torch.from_numpy(glove.vectors),
-                    torch.from_numpy(glove.found), config)
+    prepared = Prepared(train_data, dev_data, tokenizer, train_batch, prompts, dev.golds,
+                        train.too_long, dev.too_long, torch.from_numpy(glove.vectors),
+                        torch.from_numpy(glove.found), config)
+    print(describe(prepared))
+    return prepared
 
 
 def describe(prepared: Prepared) -> str:
@@ -455,12 +465,16 @@ def answer_attention(model: Decoder, prompts: pipelines.TokenBatch,
     return {name: np.concatenate(values) for name, values in parts.items()}
 
 
-def run(p: Parameters, prepared: Prepared, progress: bool = True):
-    """Both conditions for every seed: (rows, heatmaps, predictions). Heatmaps: attention
-    (rollout) on the answer span at the first step against the probability of the answer's
-    first token, all seeds' dev questions pooled; predictions: per run, the first five
-    answers."""
-    device = str(resolve_device(p.device))
+def conditions(p: Parameters, prepared: Prepared | None) -> dict[str, TrainingSetup] | None:
+    """Matched learning rates - every parameter at ``lr``, the token embedding at
+    ``embedding_multiplier`` times it in both conditions (AdamW, one-cycle schedule rising
+    over ``warmup_steps`` optimizer steps, clipped gradients, label smoothing, accumulated
+    batches) - and faster QK, the same with ``W_Q``, ``W_K`` at ``qk_multiplier`` times
+    ``lr``. ``matched_lr`` and ``matched_epochs``, where given, are matched's own (the
+    authors' confound, offered only to reproduce them). The warm-up is a share of the run's
+    optimizer steps, so it needs the data: None without them."""
+    if prepared is None:
+        return None
 
     def warmup(epochs):  # warmup_steps as a share of the run's optimizer steps
         steps = optimizer_steps(len(prepared.train), TrainingSetup(
@@ -471,26 +485,47 @@ def run(p: Parameters, prepared: Prepared, progress: bool = True):
                                  f"epochs), got {p.warmup_steps}")
         return p.warmup_steps / steps
 
-    base = {"optimizer": "adamw", "lr": p.lr, "weight_decay": p.weight_decay, "epochs": p.epochs,
-            "batch_size": p.batch_size, "schedule": "one_cycle",
-            "warmup_fraction": warmup(p.epochs), "grad_clip": p.grad_clip,
-            "embedding_multiplier": p.embedding_multiplier,
-            "embedding_weight_decay": p.embedding_weight_decay, "position_multiplier": 1.0,
-            "label_smoothing": p.label_smoothing, "accumulation_steps": p.accumulation_steps}
-    matched = {}
-    if p.matched_lr is not None:
-        matched["lr"] = p.matched_lr
-    if p.matched_epochs is not None:
-        matched.update(epochs=p.matched_epochs, warmup_fraction=warmup(p.matched_epochs))
-    rows, pooled, predictions = [], {c: ([], []) for c in pipelines.CONDITIONS}, []
+    faster = TrainingSetup(
+        optimizer="adamw", lr=p.lr, weight_decay=p.weight_decay, epochs=p.epochs,
+        batch_size=p.batch_size, schedule="one_cycle", warmup_fraction=warmup(p.epochs),
+        grad_clip=p.grad_clip, qk_multiplier=p.qk_multiplier,
+        embedding_multiplier=p.embedding_multiplier,
+        embedding_weight_decay=p.embedding_weight_decay, position_multiplier=1.0,
+        label_smoothing=p.label_smoothing, accumulation_steps=p.accumulation_steps)
+    epochs = p.epochs if p.matched_epochs is None else p.matched_epochs
+    matched = replace(faster, qk_multiplier=1.0, lr=p.lr if p.matched_lr is None else p.matched_lr,
+                      epochs=epochs, warmup_fraction=warmup(epochs))
+    return {pipelines.MATCHED: matched, pipelines.FASTER_QK: faster}
+
+
+class Results(NamedTuple):
+    """The rows (one per condition and seed), per condition the heatmap, and per run its
+    first five answers."""
+
+    rows: list[dict]
+    heatmaps: dict[str, np.ndarray]
+    predictions: list[dict]
+
+
+def run(prepared: Prepared | None, conditions: Mapping[str, TrainingSetup], p: Parameters,
+        progress: bool = True) -> Results | None:
+    """Per seed, every condition from the same initial weights (GloVe rows where a token has
+    a vector) and the same batches: train on the answer tokens, answer the dev questions
+    greedily, score and measure (:func:`answer_attention`, :func:`step_attention`).
+    Heatmaps: attention (rollout) on the answer span at the first step against the
+    probability of the answer's first token, all seeds' dev questions pooled. None, training
+    nothing, without data."""
+    if prepared is None:
+        return None
+    device = str(resolve_device(p.device))
+    rows, pooled, predictions = [], {c: ([], []) for c in conditions}, []
     for seed in p.seeds:
-        for condition, setup in pipelines.setups(base, p.qk_multiplier, p.embedding_multiplier,
-                                                 seed, matched=matched).items():
+        for condition, setup in conditions.items():
             model = Decoder(prepared.config, generator=seeding.init_generator(seed))
             with torch.no_grad():  # GloVe where the token has a vector, else the random init
                 model.token_embedding.weight[prepared.found] = prepared.embedding[prepared.found]
-            history = train_language_model(model, prepared.train, setup, device=device,
-                                           progress=progress)
+            history = train_language_model(model, prepared.train, replace(setup, seed=seed),
+                                           device=device, progress=progress)
             generated = generate(model, prepared.prompts, p.max_answer_tokens,
                                  prepared.tokenizer.eos_id)
             answers = [prepared.tokenizer.decode(ids).strip() for ids in generated]
@@ -514,16 +549,26 @@ def run(p: Parameters, prepared: Prepared, progress: bool = True):
                             for a, g in zip(answers[:5], prepared.golds[:5])]
     heatmaps = {c: attention_probability_heatmap(np.concatenate(a), np.concatenate(b))
                 for c, (a, b) in pooled.items()}
-    return rows, heatmaps, predictions
+    return Results(rows, heatmaps, predictions)
 
 
 SHOWN = ["f1", "exact_match", "attention_rollout", "attention_layer_mean", "attention_layer_max",
          "token_f1", "auprc", "comprehensiveness", "sufficiency"]
 
 
-def plot(rows, heatmaps):
+def show(results: Results | None) -> None:
+    """Print the rows, then the first answers of each run (nothing without data)."""
+    if results is not None:
+        tables.show(results.rows, ["condition", "seed"] + SHOWN)
+        tables.show(results.predictions, ["condition", "seed", "answer", "gold"])
+
+
+def plot(results: Results | None):
     """(a) F1 and exact match; (b) attention on the answer span; (c), (d) heatmaps. Drawn for
-    the book's column (qkov.plotting.COLUMN_WIDTH_IN)."""
+    the book's column (qkov.plotting.COLUMN_WIDTH_IN). None without data."""
+    if results is None:
+        return None
+    rows = results.rows
     with house_style():
         fig = new_figure(figsize=(COLUMN_WIDTH_IN, 7.6))
         top, bottom = fig.subfigures(2, 1, height_ratios=[1, 1.05])
@@ -536,13 +581,18 @@ def plot(rows, heatmaps):
         axes[1].set_ylim(0, 1)
         axes[1].set_title("(b) attention from the last prompt token\non the answer span")
         top.legend(*axes[0].get_legend_handles_labels(), loc="outside upper center", ncols=2)
-        pipelines.heatmap_panels(bottom, heatmaps, "cd", "attention on the answer span (rollout)",
-                         "P(answer's first token)", "% of dev questions")
+        pipelines.heatmap_panels(bottom, results.heatmaps, "cd",
+                                 "attention on the answer span (rollout)",
+                                 "P(answer's first token)", "% of dev questions")
         fig.suptitle("SQuAD 2.0, answerable questions (paper section 5):\nfaster QK vs matched "
                      "learning rates")
     return fig
 
 
-def tables(heatmaps, predictions) -> dict:
-    """Extra CSV files of the artifacts: the heatmaps, and the first answers of each run."""
-    return {"heatmaps.csv": pipelines.heatmap_rows(heatmaps), "predictions.csv": predictions}
+def publish(p: Parameters, results: Results | None, fig, started: float) -> None:
+    """Write the artifacts (:func:`qkov.plotting.publish`): the figure, the rows, the
+    heatmaps and the first answers of each run; nothing without data."""
+    if results is not None:
+        plotting.publish(SPEC, p, results.rows, started, {"figure": fig},
+                         {"heatmaps.csv": pipelines.heatmap_rows(results.heatmaps),
+                          "predictions.csv": results.predictions})

@@ -17,8 +17,9 @@ verb's own form then shows the number, so it is an option, not the default.
 
 Tokens: one per word of the TSV's ``sentence`` column (its 10,000 most common
 words, rarer ones already replaced by their part of speech), as Linzen et al.'s models.
-Without the data (``agreement_tsv`` not given: the notebook's default) :func:`data_missing`
-says where to get it and what to run; nothing is trained.
+Without the data (``agreement_tsv`` not given: the notebook's default) :func:`prepare` says
+where to get it and what to run, and gives None - no data - which every later step of the
+notebook takes and passes on, doing nothing: nothing is trained, drawn or written.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import plotting, tables
 from ..checks import (
     ParameterError,
     boolean,
@@ -42,6 +44,7 @@ from ..language.data import AGREEMENT_LABELS, AgreementData, load_agreement
 from ..language.metrics import ERASER_FRACTION
 from ..language.models import DecoderConfig
 from ..language.tokenizers import Tokenizer, train_word_level
+from ..language.train import TrainingSetup
 from ..params import FigureParameters, parameter
 from ..spec import FigureSpec
 
@@ -174,9 +177,13 @@ def encode(examples, tokenizer: Tokenizer, width: int, input: str = "prefix"
                           rationale=rationale)
 
 
-def prepare(p: Parameters) -> Prepared:
+def prepare(p: Parameters) -> Prepared | None:
     """Load and check the TSV, split it, build the word vocabulary from the training
-    sentences, encode: everything that can fail on bad data fails before any training."""
+    sentences, encode: everything that can fail on bad data fails before any training;
+    prints what it loaded (:func:`describe`). Without the data, None (no data), after saying
+    where to get them and what to run (:func:`data_missing`)."""
+    if data_missing(p):
+        return None
     data = load_agreement(p.agreement_tsv, p.train_fraction, p.split_seed, p.example_limit)
 
     def fits(e):
@@ -194,9 +201,11 @@ def prepare(p: Parameters) -> Prepared:
                            d_model=p.d_model, n_heads=p.n_heads, d_head=p.d_head, d_mlp=0,
                            n_layers=1, layer_norm="none", n_classes=len(AGREEMENT_LABELS),
                            pad_id=tokenizer.pad_id, residual=p.residual)
-    return Prepared(data, tokenizer, encode(train, tokenizer, width, p.input),
-                    encode(test, tokenizer, width, p.input),
-                    np.array([e.n_diff_intervening for e in test]), too_long, config)
+    prepared = Prepared(data, tokenizer, encode(train, tokenizer, width, p.input),
+                        encode(test, tokenizer, width, p.input),
+                        np.array([e.n_diff_intervening for e in test]), too_long, config)
+    print(describe(prepared))
+    return prepared
 
 
 def describe(prepared: Prepared) -> str:
@@ -208,16 +217,14 @@ def describe(prepared: Prepared) -> str:
             f"{', '.join(str(int(c)) for c in counts)}")
 
 
-def run(p: Parameters, prepared: Prepared, progress: bool = True):
-    """Both conditions for every seed: (rows, heatmaps, runs), see
-    :func:`qkov.language.pipelines.run_classifier`."""
-    base = {"optimizer": "sgd", "lr": p.lr, "momentum": p.momentum,
-            "weight_decay": p.weight_decay, "epochs": p.epochs, "batch_size": p.batch_size,
-            "schedule": "cosine", "warmup_fraction": p.warmup_fraction, "grad_clip": p.grad_clip,
-            "position_multiplier": p.position_multiplier}
-    return pipelines.run_classifier(prepared.config, prepared.train, prepared.test, p.seeds, base,
-                            p.qk_multiplier, p.embedding_multiplier, p.device, p.top_fraction,
-                            progress=progress, readout=INPUTS[p.input])
+def training(p: Parameters) -> TrainingSetup:
+    """Matched learning rates: every parameter at ``lr`` (SGD with momentum, linear warmup
+    then cosine decay; the position embedding at ``position_multiplier`` in both
+    conditions, as the authors' notebooks)."""
+    return TrainingSetup(optimizer="sgd", lr=p.lr, momentum=p.momentum,
+                         weight_decay=p.weight_decay, epochs=p.epochs, batch_size=p.batch_size,
+                         schedule="cosine", warmup_fraction=p.warmup_fraction,
+                         grad_clip=p.grad_clip, position_multiplier=p.position_multiplier)
 
 
 def attractor_rows(runs, attractors: np.ndarray) -> list[dict]:
@@ -238,15 +245,31 @@ def attractor_rows(runs, attractors: np.ndarray) -> list[dict]:
 
 SHOWN = ["accuracy", "attention_rollout", "attention_layer_mean", "attention_layer_max",
          "comprehensiveness", "sufficiency"]
+ATTRACTOR_COLUMNS = ["condition", "seed", "attractors", "n", "accuracy", "attention_rollout"]
 
 
-def plot(rows, heatmaps, top_fraction: float = ERASER_FRACTION):
-    return pipelines.plot_classifier(rows, heatmaps, top_fraction=top_fraction,
-                                     title="Subject-verb agreement, Linzen et al. data (paper section 5):\n"
-                     "faster QK vs matched learning rates")
+def show(results: pipelines.Results | None, prepared: Prepared | None) -> None:
+    """Print the rows, then the results by attractor count (nothing without data)."""
+    if results is not None:
+        tables.show(results.rows, ["condition", "seed"] + SHOWN)
+        tables.show(attractor_rows(results.runs, prepared.test_attractors), ATTRACTOR_COLUMNS)
 
 
-def tables(heatmaps, runs, prepared: Prepared) -> dict:
-    """Extra CSV files of the artifacts: the heatmaps, and results by attractor count."""
-    return {"heatmaps.csv": pipelines.heatmap_rows(heatmaps),
-            "attractors.csv": attractor_rows(runs, prepared.test_attractors)}
+def plot(results: pipelines.Results | None, top_fraction: float = ERASER_FRACTION):
+    """The figure (:func:`qkov.language.pipelines.plot_classifier`); None without data."""
+    if results is None:
+        return None
+    return pipelines.plot_classifier(results.rows, results.heatmaps, top_fraction=top_fraction,
+                                     title="Subject-verb agreement, Linzen et al. data (paper "
+                                           "section 5):\nfaster QK vs matched learning rates")
+
+
+def publish(p: Parameters, results: pipelines.Results | None, prepared: Prepared | None, fig,
+            started: float) -> None:
+    """Write the artifacts (:func:`qkov.plotting.publish`): the figure, the rows, the
+    heatmaps and the results by attractor count; nothing without data."""
+    if results is not None:
+        plotting.publish(SPEC, p, results.rows, started, {"figure": fig},
+                         {"heatmaps.csv": pipelines.heatmap_rows(results.heatmaps),
+                          "attractors.csv": attractor_rows(results.runs,
+                                                           prepared.test_attractors)})

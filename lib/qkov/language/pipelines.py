@@ -8,6 +8,11 @@ the same initial weights: "matched" (every parameter at the base learning rate) 
 "faster QK" (``W_Q``, ``W_K`` - and, where the paper says so, the embeddings - at a multiple
 of it). ERASER scores are :func:`qkov.language.metrics.eraser`'s, as in every language
 figure.
+
+Without the data a figure's ``prepare`` prints where to get them (:func:`missing_data`) and
+gives None; :func:`run_classifier` (and each figure's ``show``, ``plot`` and ``publish``)
+takes that None and does nothing, so a notebook says "no data" once and its later cells need
+no condition of their own.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -35,7 +42,7 @@ from .metrics import (
     ranked_tokens,
     rationale_attention_mass,
 )
-from .models import Decoder, DecoderConfig
+from .models import Decoder
 from .train import FASTER_QK, MATCHED, TrainingSetup, resolve_device, train_classifier
 
 CONDITIONS = (MATCHED, FASTER_QK)
@@ -144,19 +151,23 @@ def padded_batch(rows: Sequence[Sequence[int]], width: int, pad_id: int = 0, *,
                       labels=label_tensor, **extra)
 
 
-def setups(base: Mapping, qk_multiplier: float, embedding_multiplier: float, seed: int,
-           faster_weight_decay: float | None = None, matched: Mapping | None = None
-           ) -> dict[str, TrainingSetup]:
-    """The two conditions' training setups for one seed: ``base`` for both, faster QK with
-    its multipliers. Where the authors' notebooks give the conditions other settings - a
-    confound, offered only to reproduce them - ``faster_weight_decay`` is faster QK's weight
-    decay (their HateXplain notebooks) and ``matched`` the matched run's own settings (their
-    SQuAD notebooks: another learning rate and number of epochs)."""
-    faster = dict(base) if faster_weight_decay is None \
-        else {**base, "weight_decay": faster_weight_decay}
-    faster.update(qk_multiplier=qk_multiplier, embedding_multiplier=embedding_multiplier)
-    return {MATCHED: TrainingSetup(**{**base, **(matched or {})}, seed=seed),
-            FASTER_QK: TrainingSetup(**faster, seed=seed)}
+def conditions(matched: TrainingSetup, **faster) -> dict[str, TrainingSetup]:
+    """The two conditions a figure compares: ``matched`` (every parameter at its base
+    learning rate) and faster QK, the same setup with the ``faster`` fields changed (its
+    ``qk_multiplier`` and, where the paper says so, ``embedding_multiplier``; where the
+    authors' notebooks gave faster QK another weight decay - a confound, offered only to
+    reproduce them - also that)."""
+    return {MATCHED: matched, FASTER_QK: replace(matched, **faster)}
+
+
+class Results(NamedTuple):
+    """What a real-data figure's runs give: the rows (one per condition and seed), per
+    condition the attention-vs-probability heatmap (percent), and per run (condition, seed,
+    its per-example measurements)."""
+
+    rows: list[dict]
+    heatmaps: dict[str, np.ndarray]
+    runs: list[tuple[str, int, dict[str, np.ndarray]]]
 
 
 # --- classifiers: HateXplain and agreement ------------------------------------------------
@@ -251,24 +262,26 @@ def classifier_row(condition: str, seed: int, history, measured: Mapping[str, np
     return row
 
 
-def run_classifier(config: DecoderConfig, train: TokenBatch, test: TokenBatch, seeds: Sequence[int],
-                   base_setup: Mapping, qk_multiplier: float, embedding_multiplier: float,
-                   device: str, fraction: float, bins: int = 5,
-                   progress: bool = True, faster_weight_decay: float | None = None,
-                   readout: str = "first_pad", attention_row: str = "readout"):
-    """Train and measure both conditions for every seed. Returns the rows (one per condition
-    and seed), per condition the attention-vs-probability heatmap of all seeds' test
-    examples with a rationale (percent), and per run (condition, seed, the per-example
-    measurements of :func:`evaluate_classifier`)."""
+def run_classifier(data, conditions: Mapping[str, TrainingSetup], seeds: Sequence[int],
+                   device: str, fraction: float, bins: int = 5, progress: bool = True,
+                   readout: str = "first_pad", attention_row: str = "readout"
+                   ) -> Results | None:
+    """Per seed, every condition from the same initial weights (and the same batches):
+    train a ``data.config`` decoder on ``data.train`` (:func:`train_classifier`), then
+    measure it on ``data.test`` (:func:`evaluate_classifier`). Returns the rows, per
+    condition the attention-vs-probability heatmap of all seeds' test examples with a
+    rationale, and the runs' per-example measurements; None, training nothing, where
+    ``data`` is None (no data: the notebook said so when it prepared them)."""
+    if data is None:
+        return None
     device = str(resolve_device(device))
-    rows, runs, pooled = [], [], {c: ([], []) for c in CONDITIONS}
+    rows, runs, pooled = [], [], {c: ([], []) for c in conditions}
     for seed in seeds:
-        for condition, setup in setups(base_setup, qk_multiplier, embedding_multiplier,
-                                       seed, faster_weight_decay).items():
-            model = Decoder(config, generator=seeding.init_generator(seed))
-            history = train_classifier(model, train, setup, device=device, progress=progress,
-                                       readout=readout)
-            measured = evaluate_classifier(model, test, fraction, readout=readout,
+        for condition, setup in conditions.items():
+            model = Decoder(data.config, generator=seeding.init_generator(seed))
+            history = train_classifier(model, data.train, replace(setup, seed=seed),
+                                       device=device, progress=progress, readout=readout)
+            measured = evaluate_classifier(model, data.test, fraction, readout=readout,
                                            attention_row=attention_row)
             rows.append(classifier_row(condition, seed, history, measured))
             runs.append((condition, seed, measured))
@@ -280,7 +293,7 @@ def run_classifier(config: DecoderConfig, train: TokenBatch, test: TokenBatch, s
         attention, probability = np.concatenate(attention), np.concatenate(probability)
         heatmaps[condition] = (attention_probability_heatmap(attention, probability, bins)
                                if attention.size else np.zeros((bins, bins)))
-    return rows, heatmaps, runs
+    return Results(rows, heatmaps, runs)
 
 
 def heatmap_rows(heatmaps: Mapping[str, np.ndarray]) -> list[dict]:
