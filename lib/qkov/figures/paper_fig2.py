@@ -26,7 +26,6 @@ from ..stats import interval_text, seed_interval, seed_interval_text
 from ..synthetic import authors, metrics, models, trajectories
 from ..synthetic.models import ModelConfig
 from ..synthetic.train import EARLY_STOP_RULES, RunConfig
-from ..synthetic.train import train as train_runs
 
 SPEC = FigureSpec(
     id="paper-fig2", reproduces="paper Fig. 2", page="book/paper-fig2",
@@ -155,18 +154,6 @@ class Parameters(FigureParameters):
 
 
 TRAJECTORY_DENSE_EPOCHS, TRAJECTORY_EVERY = 100, 10
-
-
-def train(p: Parameters):
-    """Train every panel and seed together; after every epoch up to
-    TRAJECTORY_DENSE_EPOCHS and every TRAJECTORY_EVERY-th after (and before the first)
-    measure each run on ``trajectory_batches`` batches of its own held-out stream
-    (:func:`qkov.synthetic.trajectories.measuring_callback`), so that panels can be
-    compared at equal loss. The values land in ``RunResult.epoch_callback_values``."""
-    measure = trajectories.measuring_callback(p.trajectory_batches, TRAJECTORY_DENSE_EPOCHS,
-                                              TRAJECTORY_EVERY)
-    return train_runs(runs(p.seeds, p.epochs_scale, p.early_stop_rule), progress=p.progress,
-                      epoch_callback=measure, desc="paper-fig2", workers=p.workers)
 
 
 @dataclass

@@ -23,7 +23,6 @@ from ..stats import interval_text, range_text, seed_band, seed_interval
 from ..synthetic import authors, metrics
 from ..synthetic.models import ModelConfig
 from ..synthetic.train import RunConfig
-from ..synthetic.train import train as train_runs
 
 SPEC = FigureSpec(id="paper-fig3", reproduces="paper Fig. 3", page="book/paper-fig3",
                   tables=("curves.csv",), threads=2, resources={"mem_mb": 4000, "runtime": 60},
@@ -128,8 +127,9 @@ class FixedAttentionCurve:
         return float(self.sensitivity[k]), k
 
 
-def curves(p: Parameters) -> list[FixedAttentionCurve]:
-    """Train the OV circuits under fixed attention; measure loss and sensitivity each epoch.
+def sensitivity_probe(p: Parameters):
+    """The measure after every epoch: per run, the held-out loss and its sensitivity to
+    sharper attention (:class:`qkov.synthetic.metrics.SharpeningProbe`, alpha + d).
 
     Each seed's held-out sequences (``eval_batches`` x 32 per class) are drawn once and used
     at every epoch, for alpha and alpha + d alike, so a curve carries no sampling noise
@@ -147,9 +147,12 @@ def curves(p: Parameters) -> list[FixedAttentionCurve]:
                                                    for i in index]), p.d)
         return list(values)
 
-    results = train_runs(runs(p.alphas, p.epochs, p.batches_per_epoch, p.seeds, p.lr),
-                         progress=p.progress, epoch_callback=measure, desc="paper-fig3",
-                         workers=p.workers)
+    return measure
+
+
+def curves(results) -> list[FixedAttentionCurve]:
+    """Each trained run's loss and sensitivity per epoch (what :func:`sensitivity_probe`
+    measured)."""
     found = []
     for r in results:
         values = np.array(r.epoch_callback_values)
