@@ -20,7 +20,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from . import tables
-from .checks import ParameterError, boolean
+from .checks import ParameterError, boolean, optional_path
 from .cost import CEILING_MINUTES, Estimate, Work, WorkSum, estimate
 
 # Names IPython puts into every kernel namespace; they are never notebook parameters.
@@ -80,7 +80,7 @@ def _has_text(value: Any) -> bool:
                                       and any(isinstance(v, str) for v in value))
 
 
-_COMMON = ("allow_long",)  # the fields of FigureParameters itself
+_COMMON = ("artifacts_dir", "allow_long")  # the fields of FigureParameters itself
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,8 @@ class FigureParameters:
     checked and converted (e.g. a list of numbers as floats).
     """
 
+    artifacts_dir: str | None = parameter(
+        None, optional_path, "output folder; None: a run folder artifacts/runs/<id>-<hash>")
     allow_long: bool = parameter(
         False, boolean, f"run even when the estimate is above the cost ceiling "
                         f"({CEILING_MINUTES:g} min)")
@@ -145,7 +147,7 @@ class FigureParameters:
     @classmethod
     def names(cls) -> tuple[str, ...]:
         """The parameters in the notebook's order: the figure's own, then those every figure
-        has (``allow_long``), which its parameters cell lists last."""
+        has (``artifacts_dir``, ``allow_long``), which its parameters cell lists last."""
         own = [f.name for f in fields(cls) if f.init]
         return tuple(sorted(own, key=lambda name: name in _COMMON))
 
@@ -166,7 +168,7 @@ class FigureParameters:
         tables.taken()  # a run starts with no tables shown (a stopped run may have left some)
         namespace.update(p.given)  # the notebook's later cells see 1e-3 from YAML as 0.001 too
         spec = cls.spec()
-        if spec is not None and "artifacts_dir" in cls.names():
+        if spec is not None:
             from .artifacts import output_dir
             from .sets import check_replaceable
 

@@ -591,9 +591,6 @@ class Parameters(FigureParameters):
     results_dir: str | None = parameter(
         None, optional_path,
         doc="the folder holding every figure's files; None: the pipeline's artifacts/")
-    artifacts_dir: str | None = parameter(
-        None, optional_path,
-        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
 
 def results_root(p: Parameters) -> Path:

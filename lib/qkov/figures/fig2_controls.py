@@ -143,9 +143,6 @@ class Parameters(FigureParameters):
         2, integer, minimum=1,
         doc="training processes (results do not depend on it)")
     progress: bool = parameter(True, boolean, doc="show a progress bar while training")
-    artifacts_dir: str | None = parameter(
-        None, optional_path,
-        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
     def work(self) -> Work:
         """Optimizer steps of every run to its last epoch (the FAFO runs stop early, so this

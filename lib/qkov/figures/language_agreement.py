@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from matplotlib.ticker import MaxNLocator
 
-from ..checks import ParameterError, boolean, integer, number, optional_path, seed_list
+from ..checks import ParameterError, boolean, integer, number, seed_list
 from ..cost import Work
 from ..language import agreement
 from ..language.comparison import (  # noqa: F401  (the notebook and tests read them from here)
@@ -214,9 +214,6 @@ class Parameters(FigureParameters):
     progress: bool = parameter(
         True, boolean,
         doc="show a progress bar per training run (on stderr; results do not depend on it)")
-    artifacts_dir: str | None = parameter(
-        None, optional_path,
-        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
     def check(self):
         check_model_parameters(self)

@@ -132,9 +132,6 @@ class Parameters(FigureParameters):
     device: str = parameter(
         "auto", pipelines.device_name,
         doc="\"auto\" (a GPU when present), \"cpu\" or \"cuda\"")
-    artifacts_dir: str | None = parameter(
-        None, optional_path,
-        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
     def check(self):
         if self.top_fraction > 1:

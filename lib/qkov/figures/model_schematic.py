@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..checks import optional_path
 from ..circuits import PARAMETERIZATIONS, circuit_kinds
-from ..params import FigureParameters, parameter
+from ..params import FigureParameters
 from ..plotting import COLUMN_WIDTH_IN, PARAMETERIZATION_COLORS, house_style, new_figure
 from ..spec import FigureSpec
 
@@ -32,9 +31,6 @@ SPEC = FigureSpec(
 class Parameters(FigureParameters):
     """The notebook's parameters: a drawing has none but where it is written."""
 
-    artifacts_dir: str | None = parameter(
-        None, optional_path,
-        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
 
 # The matrices of each circuit, collapsed or factorized (named as in qkov.synthetic.models:

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from matplotlib.ticker import NullFormatter
 
-from ..checks import ParameterError, boolean, integer, number, optional_path, seed_list
+from ..checks import ParameterError, boolean, integer, number, seed_list
 from ..cost import Work
 from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, HOUSE_STYLE, PARAMETERIZATION_COLORS, house_style, new_figure
@@ -142,9 +142,6 @@ class Parameters(FigureParameters):
         2, integer, minimum=1,
         doc="training processes (runs are independent; results do not depend on it)")
     progress: bool = parameter(True, boolean, doc="show a progress bar while training")
-    artifacts_dir: str | None = parameter(
-        None, optional_path,
-        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
     def work(self) -> Work:
         """Optimizer steps of all runs (eight panels x seeds, each its epochs x batches per

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import boolean, integer, number, number_list, optional_path, seed_list
+from ..checks import boolean, integer, number, number_list, seed_list
 from ..cost import Work
 from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, HOUSE_STYLE, house_style, new_figure, ratio_colors
@@ -89,9 +89,6 @@ class Parameters(FigureParameters):
         2, integer, minimum=1,
         doc="training processes (runs are independent; results do not depend on it)")
     progress: bool = parameter(True, boolean, doc="show a progress bar while training")
-    artifacts_dir: str | None = parameter(
-        None, optional_path,
-        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
     def work(self) -> Work:
         """Per run (OV circuits x alphas x seeds): its optimizer steps (epochs x batches per

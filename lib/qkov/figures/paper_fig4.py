@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ParameterError, integer, number, number_list, optional_path
+from ..checks import ParameterError, integer, number, number_list
 from ..params import FigureParameters, derived, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure, ratio_colors, ratio_label
 from ..spec import FigureSpec
@@ -76,9 +76,6 @@ class Parameters(FigureParameters):
     per_decade: int = parameter(
         10, integer, minimum=1, maximum=MAX_PER_DECADE,
         doc="stopping thresholds per decade of loss; 1 to 100, at most 1,000 thresholds in all")
-    artifacts_dir: str | None = parameter(
-        None, optional_path,
-        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
     setting: Setting = derived()
     thresholds: np.ndarray = derived()
 

@@ -154,9 +154,6 @@ class Parameters(FigureParameters):
     progress: bool = parameter(
         True, boolean,
         doc="show a progress bar per training run (on stderr; results do not depend on it)")
-    artifacts_dir: str | None = parameter(
-        None, optional_path,
-        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
     def check(self):
         check_model_parameters(self)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import ParameterError, boolean, integer, number, optional_path, seed_list
+from ..checks import ParameterError, boolean, integer, number, seed_list
 from ..cost import Work
 from ..language import comparison, pipelines, ratings
 from ..language.comparison import (
@@ -141,9 +141,6 @@ class Parameters(FigureParameters):
     progress: bool = parameter(
         True, boolean,
         doc="show a progress bar per training run (on stderr; results do not depend on it)")
-    artifacts_dir: str | None = parameter(
-        None, optional_path,
-        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
     def check(self):
         check_model_parameters(self)

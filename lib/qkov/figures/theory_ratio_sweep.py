@@ -20,7 +20,6 @@ from ..checks import (
     integer,
     number,
     number_list,
-    optional_path,
     seed_list,
 )
 from ..cost import Work, WorkSum
@@ -162,9 +161,6 @@ class Parameters(SettingParameters):
         2, integer, minimum=1,
         doc="training processes (results do not depend on it)")
     progress: bool = parameter(True, boolean, doc="show a progress bar while training")
-    artifacts_dir: str | None = parameter(
-        None, optional_path,
-        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
     model: StylizedModel = derived()
     descent_steps: list = derived()  # per ratio: the steps of its stylized descent
 

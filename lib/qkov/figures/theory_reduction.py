@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import integer, number, number_list, optional_path
+from ..checks import integer, number, number_list
 from ..cost import Work
 from ..params import derived, parameter
 from ..plotting import (
@@ -72,9 +72,6 @@ class Parameters(SettingParameters):
     workers: int = parameter(
         2, integer, minimum=1,
         doc="processes the descents are spread over (results do not depend on it)")
-    artifacts_dir: str | None = parameter(
-        None, optional_path,
-        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
     model: StylizedModel = derived()
     steps: list = derived()  # per ratio: the steps of each of its two descents
 

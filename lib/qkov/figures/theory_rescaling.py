@@ -83,9 +83,6 @@ class Parameters(SettingParameters):
         None, optional_path,
         doc=("paper-fig2's summary.json (trajectories.csv beside it); None: its default "
              "artifacts folder"))
-    artifacts_dir: str | None = parameter(
-        None, optional_path,
-        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
     measured: dict = derived()
 
     def check(self):

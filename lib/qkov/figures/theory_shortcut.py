@@ -31,7 +31,6 @@ from ..checks import (
     integer,
     number,
     number_list,
-    optional_path,
     seed_list,
 )
 from ..cost import Work
@@ -145,9 +144,6 @@ class Parameters(FigureParameters):
         2, integer, minimum=1,
         doc="training processes (results do not depend on it)")
     progress: bool = parameter(True, boolean, doc="show a progress bar while training")
-    artifacts_dir: str | None = parameter(
-        None, optional_path,
-        doc="output folder; None: a run folder artifacts/runs/<id>-<hash>")
 
     def work(self) -> Work:
         """Optimizer steps of every run to max_epochs (an upper bound: runs stop at the
