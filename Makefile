@@ -69,12 +69,12 @@ check: $(INSTALLED)
 
 # The browser checks render the book in Debian's headless Chromium; nothing downloads a browser.
 browser:
-	@command -v chromium >/dev/null && exit 0; \
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && exit 0; \
 	if [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+		apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; \
 	else \
-		echo "The browser checks need Debian's chromium: sudo apt-get install chromium" >&2; \
+		echo "The browser checks need: sudo apt-get install chromium chromium-driver" >&2; \
 	fi
 
 # tests/test_slurm.py stands up a single-node SLURM on localhost from Debian's packages (it

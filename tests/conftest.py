@@ -38,8 +38,7 @@ def run_tool():
 # The book tests build the book from the figures' files, and the claims tests read them:
 # they run last, after nbval has re-executed every notebook into $QKOV_ARTIFACTS (so CI, in
 # a fresh clone, has them).
-BOOK_TESTS = ("test_book.py", "test_browser.py", "test_pdf.py", "test_explorer.py",
-              "test_claims.py")
+BOOK_TESTS = ("test_book.py", "test_browser.py", "test_pdf.py", "test_claims.py")
 
 
 # Test tiers (markers, registered in pyproject.toml). ``make check`` runs the fast one:
@@ -51,8 +50,7 @@ BOOK_TESTS = ("test_book.py", "test_browser.py", "test_pdf.py", "test_explorer.p
 # A file's tier, unless it is unit; a unit file's test that starts tools (it takes the
 # run_tool fixture) is a notebook test.
 FILE_TIERS = {"test_book.py": "book", "test_pdf.py": "book", "test_claims.py": "book",
-              "test_browser.py": "browser",
-              "test_explorer.py": "browser", "test_slurm.py": "cluster",
+              "test_browser.py": "browser", "test_slurm.py": "cluster",
               "test_perturbation.py": "notebook", "test_sweeps.py": "notebook",
               "test_fig2_fig3_notebooks.py": "notebook", "test_fig4_notebook.py": "notebook",
               "test_theory_notebooks.py": "notebook", "test_install.py": "notebook"}
