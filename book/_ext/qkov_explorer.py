@@ -119,8 +119,6 @@ def panel_html(data: dict) -> str:
 class ExplorerDirective(SphinxDirective):
     def run(self):
         self.env.note_dependency(str(SCRIPT))  # a changed script rebuilds the page
-        online = addnodes.only(expr="html")
-        online += nodes.raw("", panel_html(grid()), format="html")
         cff = yaml.safe_load((Path(self.env.srcdir) / "CITATION.cff").read_text())
         url = f"{cff['url'].rstrip('/')}/{self.env.docname}.html"
         elsewhere = addnodes.only(expr="not html")
@@ -128,7 +126,7 @@ class ExplorerDirective(SphinxDirective):
             "", "The online book has an interactive explorer of these dynamics, with sliders "
             "over the learning-rate ratio and the initial attention: ",
             nodes.reference("", url, refuri=url), nodes.Text("."))
-        return [online, elsewhere]
+        return [nodes.raw("", panel_html(grid()), format="html"), elsewhere]  # HTML only
 
 
 def setup(app):
