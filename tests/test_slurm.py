@@ -1,166 +1,146 @@
-"""The pipeline on a real (single-node, localhost) SLURM: the small sweep runs through
-``snakemake --executor slurm --profile profiles/slurm``, every job goes through the
-scheduler, a job lost mid-run (scancel) is reported with its set and logs and nothing is
-gathered, the re-run submits only what is missing, and the gathered table equals the same
-sweep run locally, number for number.
-
-Skipped, with the reason, where SLURM cannot be stood up (not root, no apt-get, a SLURM of
-the machine's own). Root with apt access (CI here) installs Debian's munge and SLURM.
-"""
+"""The pipeline on a real single-node SLURM on localhost (Debian's munge, slurmctld, slurmd:
+`make slurm` installs them as root; skipped, saying why, where they cannot run), started and
+stopped by PID. Jobs carry their partition from the environment and their sweep's resources,
+a lost job is reported and resumed, and the gathered table equals a local run's."""
 
 import os
 import re
 import shutil
+import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-import slurm_cluster
-from conftest import REPO
+from conftest import BIN, REPO
 from qkov_tools import sweeps
 
-SWEEP = REPO / "sweeps" / "fig4-small.yaml"
-RUN_LIMIT_S = 240  # per snakemake run; SIGINT makes it cancel its jobs (scancel) and stop
+SWEEP = sweeps.load(REPO / "sweeps" / "fig4-small.yaml")
+ETC_CONF = Path("/etc/slurm/slurm.conf")  # the executor's job steps drop $SLURM_CONF
 
 
 @pytest.fixture(scope="module")
 def cluster():
+    """The environment of a running cluster whose one partition, qkovtest, is no default."""
+    path = f"{BIN}:/usr/sbin:{os.environ['PATH']}"
+    missing = [b for b in ("munged", "slurmctld", "slurmd", "sbatch")
+               if not shutil.which(b, path=path)]
+    why = (missing and f"{missing} not installed (`make slurm` as root installs them)"
+           or os.geteuid() and "the daemons need root" or ETC_CONF.exists()
+           and not ETC_CONF.is_symlink() and f"a SLURM of this machine's own ({ETC_CONF})")
+    if why:
+        pytest.skip(f"no SLURM for this test: {why}")
+    folder = Path(tempfile.mkdtemp(prefix="qkov-slurm-"))  # munged checks its folder's modes
+    folder.chmod(0o755)
+    env = {**os.environ, "SLURM_CONF": str(folder / "slurm.conf"), "PATH": path,
+           "VIRTUAL_ENV": str(BIN.parent), "QKOV_SLURM_PARTITION": "qkovtest"}
+    node = subprocess.run(["slurmd", "-C"], env=env, capture_output=True, text=True).stdout
+    (folder / "slurm.conf").write_text(f"""ClusterName=qkovtest
+SlurmctldHost={socket.gethostname().split('.')[0]}(127.0.0.1)
+SlurmUser=root
+AuthInfo=socket={folder}/munge.socket
+StateSaveLocation={folder}
+SlurmdSpoolDir={folder}
+SlurmctldPidFile={folder}/slurmctld.pid
+SlurmdPidFile={folder}/slurmd.pid
+ProctrackType=proctrack/linuxproc
+SelectType=select/cons_tres
+MinJobAge=300
+EnforcePartLimits=ALL
+{node.splitlines()[0]} NodeAddr=127.0.0.1
+PartitionName=qkovtest Nodes=ALL
+""")  # MinJobAge: squeue, the status command here (no accounting), shows finished jobs
+    ETC_CONF.unlink(missing_ok=True)  # a link a killed run left
+    ETC_CONF.symlink_to(folder / "slurm.conf")
+    procs = [subprocess.Popen(argv, env=env, stdout=open(folder / f"{argv[0]}.log", "w"),
+                              stderr=subprocess.STDOUT) for argv in (
+        ["munged", "-F", "--force", f"--socket={folder}/munge.socket",
+         f"--pid-file={folder}/munged.pid", f"--seed-file={folder}/munged.seed"],
+        ["slurmctld", "-D", "-i"], ["slurmd", "-D"])]
     try:
-        slurm_cluster.ensure_installed()
-    except slurm_cluster.Unavailable as err:
-        pytest.skip(f"no SLURM for this test: {err}")
-    # Not below pytest's tmp_path: munged (its own user) must reach its socket's folder.
-    folder = Path(tempfile.mkdtemp(prefix="qkov-slurm-"))
-    c = slurm_cluster.Cluster(folder)
-    try:
-        c.__enter__()
-    except slurm_cluster.Unavailable as err:
-        shutil.rmtree(folder, ignore_errors=True)
-        pytest.skip(f"no SLURM for this test: {err}")
-    try:
-        yield c
+        for _ in range(60):
+            if "idle" in subprocess.run(["sinfo", "-h", "-o", "%t"], env=env,
+                                        capture_output=True, text=True).stdout:
+                break
+            time.sleep(1)
+        else:
+            pytest.fail("the test cluster did not start:\n" + "\n".join(
+                p.read_text()[-1500:] for p in folder.glob("*.log")))
+        yield env
     finally:
-        c.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+        subprocess.run(["scancel", "-p", "qkovtest"], env=env)
+        ETC_CONF.unlink()
+        for proc in reversed(procs):
+            proc.terminate()
+            proc.wait(30)
+        shutil.rmtree(folder)
 
 
-def workflow_dir(path: Path) -> Path:
-    path.mkdir()
+def snakemake(work: Path, *args: str, env: dict, out: Path) -> subprocess.Popen:
+    """Snakemake on the small sweep in ``work`` (output to a file: a pipe would fill while the
+    test polls); after 240 s, SIGINT makes it cancel its jobs and stop."""
+    work.mkdir(exist_ok=True)
     for name in ("notebooks", "lib"):
-        (path / name).symlink_to(REPO / name)
-    return path
+        (work / name).is_symlink() or (work / name).symlink_to(REPO / name)
+    argv = ["timeout", "-s", "INT", "-k", "30", "240", str(BIN / "snakemake"),
+            SWEEP.rule, "-s", str(REPO / "Snakefile"), "-d", str(work), *args]
+    return subprocess.Popen(argv, cwd=work, env=env, stdout=open(out, "w"),
+                            stderr=subprocess.STDOUT)
 
 
-def snakemake_argv(work: Path, *args: str) -> list[str]:
-    return ["timeout", "-s", "INT", "-k", "30", str(RUN_LIMIT_S),
-            str(Path(sys.executable).parent / "snakemake"), "sweep_fig4_small",
-            "-s", str(REPO / "Snakefile"), "-d", str(work), *args]
-
-
-def slurm_argv(work: Path) -> list[str]:
-    # squeue as the status command: no accounting database here (finished jobs stay listed
-    # for MinJobAge); a short first status check keeps the test short.
-    return snakemake_argv(work, "--profile", str(REPO / "profiles" / "slurm"),
-                          "--slurm-status-command", "squeue",
-                          "--slurm-init-seconds-before-status-checks", "3")
-
-
-def job_env(cluster) -> dict:
-    """Jobs inherit the submitting environment: the project's venv first on PATH."""
-    bin_dir = str(Path(sys.executable).parent)
-    return {**cluster.env, "PATH": f"{bin_dir}:{os.environ['PATH']}",
-            "VIRTUAL_ENV": str(Path(bin_dir).parent)}
-
-
-def set_jobs(cluster, sweep) -> dict[str, list[tuple[str, str]]]:
-    """The SLURM jobs of each set and of the gather: name -> [(job id, state)]."""
+def set_jobs(env) -> dict[str, list[tuple[str, str, str]]]:
+    """Each set's and the gather's SLURM jobs: (id, state, memory and time limit), by the
+    comment the executor gives a job: its rule and wildcards."""
+    out = subprocess.run(["squeue", "-h", "--states=all", "-o", "%i|%T|%m %l|%k"], env=env,
+                         capture_output=True, text=True, check=True).stdout
     found = {}
-    for job_id, job in sorted(cluster.jobs().items(), key=lambda kv: int(kv[0])):
-        comment = job["comment"]
-        if comment == f"rule_{sweep.rule}":
-            found.setdefault("gather", []).append((job_id, job["state"]))
-        elif comment.startswith(f"rule_{sweep.set_rule}_wildcards_"):
-            set_id = comment.removeprefix(f"rule_{sweep.set_rule}_wildcards_")
-            found.setdefault(set_id, []).append((job_id, job["state"]))
+    for line in sorted(out.splitlines(), key=lambda line: int(line.split("|")[0])):
+        job_id, state, asked, comment = line.split("|", 3)
+        name = re.sub(rf"^rule_{SWEEP.rule}(_set_wildcards_)?", "", comment) or "gather"
+        found.setdefault(name, []).append((job_id, state, asked))
     return found
 
 
 def test_the_small_sweep_on_slurm_survives_a_lost_job_and_equals_a_local_run(cluster, tmp_path):
-    sweep = sweeps.load(SWEEP)
-    env = job_env(cluster)
-    work = workflow_dir(tmp_path / "slurm")
+    work = tmp_path / "slurm"
+    on_slurm = ("--profile", str(REPO / "profiles" / "slurm"), "--slurm-status-command",
+                "squeue", "--slurm-init-seconds-before-status-checks", "3")
 
-    # 1. Submit the sweep; when a set's job is running, cancel it as a lost node would.
-    run = subprocess.Popen(slurm_argv(work), cwd=work, env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
-    lost, deadline = None, time.monotonic() + RUN_LIMIT_S
-    while lost is None and run.poll() is None and time.monotonic() < deadline:
-        running = [(s, ids[-1][0]) for s, ids in set_jobs(cluster, sweep).items()
-                   if s != "gather" and ids[-1][1] == "RUNNING"]
+    # 1. When a set's job runs, cancel it as a lost node would.
+    run, lost = snakemake(work, *on_slurm, env=cluster, out=tmp_path / "first.out"), None
+    while lost is None and run.poll() is None:
+        running = [(s, ids[-1][0]) for s, ids in set_jobs(cluster).items()
+                   if ids[-1][1] == "RUNNING" and s != "gather"]
         if running:
             lost, lost_job = running[0]
-            subprocess.run(["scancel", lost_job], env=env, check=True)
+            subprocess.run(["scancel", lost_job], env=cluster, check=True)
         time.sleep(1)
-    out, err = run.communicate(timeout=RUN_LIMIT_S + 60)
-    assert lost is not None, f"no set job ran:\n{out[-2000:]}\n{err[-3000:]}\n{cluster.logs()}"
-    assert run.returncode != 0, err[-3000:]
-    jobs = set_jobs(cluster, sweep)
-    assert jobs[lost] == [(lost_job, "CANCELLED")], jobs
-    # The report names the lost set, its parameters and logs (the run's, SLURM's with job id).
+    run.wait()
+    err = (tmp_path / "first.out").read_text()
+    assert lost is not None and run.returncode != 0, err[-3000:]
+    jobs = set_jobs(cluster)
+    assert jobs[lost] == [(lost_job, "CANCELLED", "1000M 5:00")], jobs  # the sweep's resources
     assert re.search(r"sweep fig4-small .*: 2 done, 1 failed", err), err[-3000:]
     assert f"failed     {lost}  " in err and "CANCELLED" in err
-    slurm_log = f".snakemake/slurm_logs/rule_{sweep.set_rule}/{lost}/{lost_job}.log"
-    assert f"log:   {slurm_log}" in err and (work / slurm_log).is_file(), err[-3000:]
-    assert f"log:   {sweep.log(lost)}" in err
-    assert not any((work / p).exists() for p in sweep.gathered)  # no figure from 2 of 3 sets
+    slurm_log = f".snakemake/slurm_logs/rule_{SWEEP.rule}_set/{lost}/{lost_job}.log"
+    assert f"log:   {slurm_log}" in err and f"log:   {SWEEP.log(lost)}" in err, err[-3000:]
+    assert not any((work / path).exists() for path in SWEEP.gathered)
 
-    # 2. The re-run submits the lost set and the gather only.
-    before = {s: list(ids) for s, ids in jobs.items()}
-    rerun = subprocess.run(slurm_argv(work), cwd=work, env=env, capture_output=True, text=True)
-    assert rerun.returncode == 0, f"{rerun.stdout[-2000:]}\n{rerun.stderr[-4000:]}"
-    jobs = set_jobs(cluster, sweep)
-    new = {s: ids[len(before.get(s, [])):] for s, ids in jobs.items()}
-    assert {s: [state for _, state in ids] for s, ids in new.items() if ids} == {
-        lost: ["COMPLETED"], "gather": ["COMPLETED"]}, jobs
+    # 2. The re-run submits the lost set and the gather only, and every job completes.
+    rerun = snakemake(work, *on_slurm, env=cluster, out=tmp_path / "rerun.out")
+    assert rerun.wait() == 0, (tmp_path / "rerun.out").read_text()[-4000:]
+    new = {s: [state for _, state, _ in ids[len(jobs.get(s, [])):]]
+           for s, ids in set_jobs(cluster).items()}
+    assert {s: states for s, states in new.items() if states} == {
+        lost: ["COMPLETED"], "gather": ["COMPLETED"]}, new
+    assert all(ids[-1][1] == "COMPLETED" for ids in set_jobs(cluster).values())
 
-    # Every set ran as a SLURM job that completed, and left a SLURM log named by its job id.
-    for set_id in sweep.sets:
-        job_id, state = jobs[set_id][-1]
-        assert state == "COMPLETED", jobs
-        assert (work / f".snakemake/slurm_logs/rule_{sweep.set_rule}/{set_id}/{job_id}.log").is_file()
-        assert (work / sweep.set_folder(set_id) / "notebook.ipynb").is_file()
-
-    # 3. The same sweep locally: the gathered table is the same, number for number.
-    local = workflow_dir(tmp_path / "local")
-    done = subprocess.run(snakemake_argv(local, "--cores", "2"), cwd=local, capture_output=True,
-                          text=True, env={**os.environ, "PATH": env["PATH"]})
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "SLURM jobid" not in done.stderr and not (local / ".snakemake/slurm_logs").exists()
-    on_slurm = (work / sweep.folder / "results.csv").read_text()
-    assert on_slurm == (local / sweep.folder / "results.csv").read_text()
-    assert len(on_slurm.splitlines()) == 1 + 3 * 3 * 5  # header; sets x ratios x thresholds
-    assert (work / sweep.folder / "figure.png").stat().st_size > 0
-
-
-def test_the_cluster_profile_gives_every_figure_resources_and_hard_codes_no_site():
-    import yaml
-
-    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
-    assert profile["executor"] == "slurm" and profile["rerun-incomplete"] is True
-    defaults = profile["default-resources"]
-    # Partition and account: read from the environment when Snakemake evaluates them.
-    for name, variable in (("slurm_partition", "QKOV_SLURM_PARTITION"),
-                           ("slurm_account", "QKOV_SLURM_ACCOUNT")):
-        assert defaults[name] == f"__import__('os').environ.get('{variable}', '')"
-        os.environ[variable] = "site-value"
-        try:
-            assert eval(defaults[name]) == "site-value"
-        finally:
-            del os.environ[variable]
-    # A figure's resources are in its SPEC (tests/test_pipeline.py checks the rules get
-    # them), never per rule name here.
-    assert "set-resources" not in profile
+    # 3. The same sweep run locally gathers the same table, number for number.
+    local = snakemake(tmp_path / "local", "--cores", "2", env=os.environ, out=tmp_path / "local.out")
+    assert local.wait() == 0, (tmp_path / "local.out").read_text()[-3000:]
+    assert not (tmp_path / "local/.snakemake/slurm_logs").exists()
+    table = (work / SWEEP.gathered[0]).read_text()
+    assert table == (tmp_path / "local" / SWEEP.gathered[0]).read_text()
+    assert len(table.splitlines()) == 1 + 3 * 3 * 5  # header; sets x ratios x thresholds
