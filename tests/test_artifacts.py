@@ -361,7 +361,7 @@ def test_provenance_records_what_decides_the_rounding():
 
     import qkov
 
-    machine = provenance.provenance(1.0, dtype="float32")["machine"]
+    machine = provenance.provenance(1.0, "fig", dtype="float32")["machine"]
     assert machine["mkl_cbwr"] == os.environ.get("MKL_CBWR", qkov.MKL_CBWR)
     assert machine["torch_threads"] == int(os.environ.get(qkov.THREADS_ENV, "1"))
     assert machine["dtype"] == "float32" and machine["cpu_model"]

@@ -13,7 +13,6 @@ import pytest
 from conftest import REPO
 from qkov import figures
 from qkov.checks import ParameterError
-from qkov.cost import Work, estimate
 from qkov.figures import (
     paper_fig2,
     paper_fig3,
@@ -195,11 +194,6 @@ def test_every_unit_of_work_has_a_rate_in_its_spec():
         work = Parameters().work() if Parameters.work is not FigureParameters.work else None
         units = {part.unit for part in work.parts} if work is not None else set()
         assert units == set(spec.rates), spec.id
-
-
-def test_a_spec_without_the_rate_of_a_unit_fails_naming_it():
-    with pytest.raises(ValueError, match="no rate for 'model-steps'"):
-        estimate(Work(1.0, "model-steps"), {"descent steps": 1.0})
 
 
 def test_a_run_far_above_the_ceiling_is_refused_unless_allow_long():
