@@ -1,12 +1,8 @@
-"""Where a figure's set of files (:mod:`qkov.sets`) goes, and which runs may be the book's.
-
-A run writes into its ``artifacts_dir`` when given; else, in the pipeline
-(``QKOV_PIPELINE=1``: the Snakefile's rules, the test session), into the canonical
-``artifacts/<figure-id>/`` the book shows, at the figure's defaults only; else into a run
-folder ``artifacts/runs/<figure-id>-<hash of its parameters>/``, so a reader's run never
-overwrites the book's figure. ``artifacts/`` is ``$QKOV_ARTIFACTS`` when set, else the
-checkout's (an installed copy: the current folder's).
-"""
+"""Where a figure's set of files goes: its ``artifacts_dir`` when given; else, in the
+pipeline (``QKOV_PIPELINE=1``), the canonical ``artifacts/<figure-id>/`` the book shows, at
+the defaults only; else a run folder ``artifacts/runs/<figure-id>-<hash>/``, so a reader's
+run never overwrites the book's figure. ``artifacts/``: ``$QKOV_ARTIFACTS``, else the
+checkout's."""
 
 from __future__ import annotations
 
@@ -40,7 +36,6 @@ def artifacts_root(checkout: str | os.PathLike | None = None) -> Path:
 
 
 def default_dir(figure_id: str, checkout: str | os.PathLike | None = None) -> Path:
-    """The canonical folder of ``figure_id``, which the pipeline writes and the book shows."""
     return artifacts_root(checkout) / figure_id
 
 
@@ -53,7 +48,6 @@ def run_dir(figure_id: str, parameters: Any) -> Path:
 
 
 def output_dir(figure_id: str, parameters: Any) -> Path:
-    """Where a run writes its set (see the module's docstring); not created."""
     if parameters.artifacts_dir is not None:
         return Path(parameters.artifacts_dir)
     if os.environ.get(PIPELINE_ENV) != "1":
@@ -69,20 +63,17 @@ def output_dir(figure_id: str, parameters: Any) -> Path:
 
 
 def differing(given, defaults, ignore=OUTPUT_ONLY) -> list[str]:
-    """The names whose values differ (one missing counts), ``ignore`` aside."""
     return sorted(k for k in {*given, *defaults}
                   if k not in ignore and plain(given.get(k)) != plain(defaults.get(k)))
 
 
 def not_canonical(given, defaults) -> list[str]:
-    """What keeps a run from being the canonical set: parameters other than the defaults,
-    OUTPUT_ONLY and INPUT_PATHS aside."""
+    """What keeps a run from being the canonical set."""
     return differing(given, defaults, (*OUTPUT_ONLY, *INPUT_PATHS))
 
 
 def custom_parameters(parameters: Any) -> list[str] | None:
-    """The parameters other than the figure's defaults, OUTPUT_ONLY aside; None for a plain
-    mapping (its defaults are unknown)."""
+    """The parameters other than the defaults; None for a plain mapping."""
     if not hasattr(parameters, "defaults"):
         return None
     return differing(parameters.given, parameters.defaults())

@@ -1,5 +1,5 @@
-"""Checks of a value against what a parameter allows, each failing with a
-:class:`ParameterError` that names the parameter and what is allowed."""
+"""Checks of a value against what a parameter allows, failing with a ParameterError that
+names the parameter and what is allowed."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ class ParameterError(ValueError):
 
 def integer(name: str, value: Any, minimum: int | None = None,
             maximum: int | None = None) -> int:
-    """An integer (not a bool, not a float such as 5.0) in [``minimum``, ``maximum``]."""
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise ParameterError(name, f"expected an integer, got {value!r}")
     if minimum is not None and value < minimum:
@@ -34,8 +33,6 @@ _YAML_NUMBER = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?"
 
 def number(name: str, value: Any, *, above: float | None = None, below: float | None = None,
            at_least: float | None = None, at_most: float | None = None) -> float:
-    """A finite real number within the bounds given (a string YAML 1.2 reads as a number
-    is that number)."""
     if isinstance(value, str) and _YAML_NUMBER.fullmatch(value.strip()):
         value = float(value)
     if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
@@ -50,8 +47,7 @@ def number(name: str, value: Any, *, above: float | None = None, below: float | 
 
 def number_list(name: str, value: Any, *, max_items: int | None = None, distinct: bool = False,
                 **bounds: float) -> list[float]:
-    """A non-empty list of :func:`number` within ``bounds``; with ``distinct``, no two alike
-    as written (``f"{x:g}"`` names a run: two runs of one name fail mid-training)."""
+    """With ``distinct``, no two alike as written (``f"{x:g}"`` names a run)."""
     if isinstance(value, str):  # papermill -p passes text
         raise ParameterError(name, f"expected a list of numbers, got the string {value!r}; "
                                    f"with papermill pass lists as YAML: -y \"{name}: [0.1, 1, 10]\"")
@@ -73,7 +69,6 @@ def number_list(name: str, value: Any, *, max_items: int | None = None, distinct
 
 
 def seed_list(name: str, value: Any) -> list[int]:
-    """A non-empty list of distinct non-negative integer seeds."""
     seeds = number_list(name, value)
     if any(s != int(s) or s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
         raise ParameterError(name, f"expected distinct non-negative integers, got {value!r}")
@@ -97,7 +92,6 @@ def optional_number(name: str, value: Any, **bounds: Any) -> float | None:
 
 
 def optional_path(name: str, value: Any) -> str | None:
-    """``None`` (the default location) or a non-empty path."""
     if value is not None and (not isinstance(value, str) or not value.strip()):
         raise ParameterError(name, f"expected a directory path or None, got {value!r}")
     return value

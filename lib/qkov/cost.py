@@ -15,7 +15,7 @@ REFERENCE_MACHINE = "2 cores"  # where a from-scratch `make figures` timed the s
 
 @dataclass(frozen=True)
 class Work:
-    """``amount`` of ``unit``; ``counted``: how it is weighted. Parts add up with ``+``."""
+    """``counted``: how the amount is weighted. Parts in several units add up with ``+``."""
 
     amount: float
     unit: str
@@ -41,7 +41,6 @@ class Estimate(NamedTuple):
 
 
 def estimate(work: Work | WorkSum, rates, slowdown: float = 1.0) -> Estimate:
-    """The minutes ``work`` takes at ``rates`` (unit -> units per second), times ``slowdown``."""
     minutes = slowdown * sum(part.amount / rates[part.unit] for part in work.parts) / 60
     counted = " + ".join(f"{part.amount:,.0f} {part.unit}"
                          + (f" ({part.counted})" if part.counted else "") for part in work.parts)

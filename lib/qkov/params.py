@@ -1,9 +1,7 @@
 """A figure's notebook parameters: a frozen dataclass per figure (``Parameters`` in its
-module), the one source of the notebook's defaults (its parameters cell is generated from
-it: ``python -m qkov_tools parameters-cell``). papermill only warns of an unknown name and
-passes ``-p`` values as it sees fit, so each notebook makes its parameters with
-:meth:`FigureParameters.from_notebook`, which refuses a bad one before any work, naming it.
-"""
+module), the one source of the defaults (the parameters cell is generated from it). papermill
+only warns of an unknown name, so each notebook makes them with ``from_notebook``, which
+refuses a bad one before any work, naming it."""
 
 from __future__ import annotations
 
@@ -24,9 +22,8 @@ _SEEN = "__qkov_parameter_names__"
 
 
 def collect(namespace: dict[str, Any], allowed) -> dict[str, Any]:
-    """The parameters in a notebook's ``globals()``: every public, non-module name defined
-    before the first call (remembered in the namespace, so re-running the cell in a live
-    kernel does not take later cells' names for parameters); unknown ones are refused."""
+    """The parameters in a notebook's ``globals()``: the public non-module names defined
+    before the first call (remembered: a re-run in a live kernel ignores later cells')."""
     if _SEEN not in namespace:
         namespace[_SEEN] = sorted(name for name, value in namespace.items()
                                   if not name.startswith("_") and name not in _KERNEL_NAMES
@@ -35,23 +32,18 @@ def collect(namespace: dict[str, Any], allowed) -> dict[str, Any]:
     for name in namespace[_SEEN]:
         if name not in allowed:
             raise ParameterError(name, f"unknown parameter; this notebook takes {', '.join(allowed)}")
-    for name in allowed:
-        if name not in namespace[_SEEN]:
-            raise ParameterError(name, "missing from the notebook's parameters cell")
     return {name: namespace[name] for name in allowed}
 
 
 def parameter(default: Any, check, doc: str = "", **limits: Any) -> Any:
-    """A field of a :class:`FigureParameters`: its default, its check (with ``limits``) and
-    its comment in the parameters cell, e.g. ``parameter(0.01, number, "rate", above=0)``."""
+    """A field: its default, its check (with ``limits``), its comment in the parameters cell."""
     metadata = {"check": lambda name, value: check(name, value, **limits), "doc": doc}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)
     return field(default=default, metadata=metadata)
 
 
-def derived(**kw: Any) -> Any:
-    """A field :meth:`FigureParameters.check` computes (not a parameter)."""
+def derived(**kw: Any) -> Any:  # a field FigureParameters.check computes
     return field(init=False, repr=False, compare=False, **kw)
 
 
@@ -62,10 +54,9 @@ def _has_text(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class FigureParameters:
-    """Base of every figure's parameters. Each field is checked when made, then
-    :meth:`check` (relations between fields), then the cost (:meth:`work`, at the rates its
-    spec states): above the ceiling a run is refused unless ``allow_long``. ``given``: the
-    values as passed (for summary.json); the fields hold them checked (floats, say)."""
+    """Each field is checked when made, then :meth:`check` (relations between fields), then
+    the cost (:meth:`work` at the rates its spec states: above the ceiling only with
+    ``allow_long``). ``given``: the values as passed; the fields hold them checked."""
 
     artifacts_dir: str | None = parameter(
         None, optional_path, "output folder; None: a run folder artifacts/runs/<id>-<hash>")
@@ -97,17 +88,14 @@ class FigureParameters:
     def check(self) -> None:
         """Relations between fields, and derived values (set with ``object.__setattr__``)."""
 
-    def work(self) -> Work | WorkSum | None:
-        """The computing this run asks for, or None where it is too little to matter."""
+    def work(self) -> Work | WorkSum | None:  # None: too little to matter
         return None
 
-    def cost(self) -> str | None:
-        """The cost line the notebook prints first, where the figure counts its work."""
+    def cost(self) -> str | None:  # the line its notebook prints first
         return None if self._cost is None else self._cost.text
 
     @classmethod
-    def names(cls) -> tuple[str, ...]:
-        """The parameters in the notebook's order: the figure's own, then this class's."""
+    def names(cls) -> tuple[str, ...]:  # the figure's own, then this class's
         own = [f.name for f in fields(cls) if f.init]
         return tuple(sorted(own, key=lambda name: name in ("artifacts_dir", "allow_long")))
 
@@ -118,9 +106,8 @@ class FigureParameters:
 
     @classmethod
     def from_notebook(cls, namespace: dict[str, Any]):
-        """The parameters in a notebook's ``globals()`` (:func:`collect`), checked, with the
-        folder the run will replace (:func:`qkov.sets.check_replaceable`), all before any
-        work; then the cost line is printed."""
+        """The parameters in a notebook's ``globals()``, checked with the folder the run will
+        replace, before any work; prints the cost line."""
         p = cls(**collect(namespace, cls.names()))
         tables.taken()  # a run starts with no tables shown (a stopped run may have left some)
         namespace.update(p.given)  # later cells see 1e-3 from YAML as 0.001 too
@@ -130,8 +117,7 @@ class FigureParameters:
         return p
 
     @classmethod
-    def spec(cls):
-        """The ``SPEC`` of the figure module that defines these parameters."""
+    def spec(cls):  # the SPEC of the figure module that defines these parameters
         return getattr(sys.modules[cls.__module__], "SPEC", None)
 
     @property

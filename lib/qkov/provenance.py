@@ -28,8 +28,8 @@ def git_commit(root: Path | None = None) -> str | None:
 
 
 def running_checkout() -> Path | None:
-    """The checkout whose library runs (an editable install), or None: a non-editable install
-    runs a copy, which the repository it was started from says nothing about."""
+    """The checkout whose library runs (editable), or None: an installed copy's commit is
+    not that of the repository it was started from."""
     root = repo_root()
     return root if Path(__file__).resolve().is_relative_to(root / "lib") else None
 
@@ -41,19 +41,14 @@ def _code_cells(notebook_json: str) -> list[str]:
 
 
 def _code_changed(root: Path, figure_id: str) -> tuple[bool | None, bool | None]:
-    """Whether the library and the notebook's code cells differ from the commit (not its
-    outputs, which a build rewrites; a notebook the commit lacks is a change)."""
+    """Whether the library and the notebook's code (not its outputs, which a build rewrites)
+    differ from the commit."""
     library = _git("status", "--porcelain", "--untracked-files=all", "--", "lib",
                    "pyproject.toml", cwd=root)
     notebook = root / "notebooks" / f"{figure_id}.ipynb"
     committed = _git("show", f"HEAD:notebooks/{figure_id}.ipynb", cwd=root)
-    notebook_changed = None
-    if notebook.is_file():
-        try:
-            notebook_changed = (committed is None
-                                or _code_cells(committed) != _code_cells(notebook.read_text()))
-        except (ValueError, KeyError):
-            notebook_changed = True
+    notebook_changed = None if not notebook.is_file() else (
+        committed is None or _code_cells(committed) != _code_cells(notebook.read_text()))
     return None if library is None else bool(library), notebook_changed
 
 

@@ -1,13 +1,11 @@
-"""A figure's specification, declared once as ``SPEC`` in its module: what the pipeline
-(one rule per spec), the cluster profile, the book, the sweeps and ``plotting.publish``
-(which writes only the files it declares) need to know about a figure."""
+"""A figure's specification, declared once as ``SPEC`` in its module, which the pipeline,
+the cluster profile, the book, the sweeps and ``plotting.publish`` read."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 
 DRAWING_FORMATS = ("png", "pdf", "svg")
 ALWAYS_WRITTEN = ("data.csv", "summary.json")
@@ -18,9 +16,8 @@ RESOURCES = ("mem_mb", "runtime")  # a cluster job's, beyond the profile's defau
 
 @dataclass(frozen=True)
 class Drawing:
-    """A drawing saved as ``<stem>.png/.pdf/.svg``: ``name`` None is ``figure.*`` (labelled
-    by the figure's id), else ``figure-<name>.*`` (``<id>-<name>``). ``reproduces``: the
-    paper figure, or None. ``alt``: what it shows, for a reader who cannot see it."""
+    """``figure.*`` (``name`` None) or ``figure-<name>.*``; the paper figure it
+    ``reproduces``, or None; ``alt``: what it shows, for a reader who cannot see it."""
 
     name: str | None
     reproduces: str | None
@@ -33,12 +30,10 @@ class Drawing:
 
 @dataclass(frozen=True)
 class FigureSpec:
-    """One figure: its ``id`` (its notebook's stem, its folder, its module with ``_``), what
-    its main drawing reproduces and its ``alt``, its book ``page``, the CSV ``tables`` it
-    writes besides data.csv, its ``extra_drawings``, the files of other figures it
-    ``reads`` (``<figure-id>/<file>``), its ``threads`` and cluster ``resources``, the
-    ``rates`` of its work (:mod:`qkov.cost`), its ``dtype`` (None: the notebook's ``dtype``
-    parameter), and whether it ``needs_dataset`` (``make figures`` leaves it out)."""
+    """``id``: its notebook's stem, its folder, its module (with ``_``); ``reads``: other
+    figures' files (``<figure-id>/<file>``); ``rates``: of its work (:mod:`qkov.cost`);
+    ``dtype`` None: the notebook's ``dtype`` parameter; ``needs_dataset``: one a reader
+    downloads (``make figures`` leaves it out)."""
 
     id: str
     reproduces: str | None
@@ -54,28 +49,19 @@ class FigureSpec:
     alt: str = ""
 
     def __post_init__(self):
-        def bad_read(read):
-            parts = PurePosixPath(read).parts
-            return len(parts) != 2 or not ID_PATTERN.fullmatch(parts[0]) or parts[0] == self.id
-
         names = [d.name for d in self.extra_drawings]
         for wrong, message in (
             (not ID_PATTERN.fullmatch(self.id), "id: expected lower-case words joined by '-'"),
             (any(not t.endswith(".csv") or "/" in t or t in ALWAYS_WRITTEN for t in self.tables),
              f"tables: expected file names ending in .csv other than {ALWAYS_WRITTEN}"),
-            (any(map(bad_read, self.reads)), "reads: expected '<other-figure-id>/<file>'"),
-            (not isinstance(self.threads, int) or self.threads < 1,
-             "threads: expected an integer >= 1"),
+            (any(not re.fullmatch(rf"({ID_PATTERN.pattern})/[^/]+", r) or r.startswith(f"{self.id}/")
+                 for r in self.reads), "reads: expected '<other-figure-id>/<file>'"),
             (set(self.resources) - set(RESOURCES)
              or not all(isinstance(v, int) and v > 0 for v in self.resources.values()),
              f"resources: expected positive integers, of {RESOURCES} only"),
-            (not all(isinstance(v, (int, float)) and v > 0 for v in self.rates.values()),
-             "rates: expected positive units per second"),
             (self.dtype not in (*DTYPES, None), f"dtype: expected one of {DTYPES} or None"),
             (None in names or len(set(names)) != len(names),
              "extra_drawings: expected distinct names"),
-            (not all(isinstance(d.alt, str) for d in self.drawings),
-             "alt: expected a sentence saying what each drawing shows"),
         ):
             if wrong:
                 raise ValueError(f"FigureSpec {self.id!r}: {message}")
@@ -92,17 +78,15 @@ class FigureSpec:
     def drawings(self) -> tuple[Drawing, ...]:
         return (Drawing(None, self.reproduces, self.alt), *self.extra_drawings)
 
-    def label(self, drawing: Drawing) -> str:
-        """How readers cite a drawing: ``<id>`` or ``<id>-<name>``."""
+    def label(self, drawing: Drawing) -> str:  # how readers cite a drawing
         return self.id if drawing.name is None else f"{self.id}-{drawing.name}"
 
     @property
-    def files(self) -> tuple[str, ...]:
-        """The files it writes, in the order they are written."""
+    def files(self) -> tuple[str, ...]:  # in the order they are written
         return (*(f"{d.stem}.{fmt}" for d in self.drawings for fmt in DRAWING_FORMATS),
                 *self.tables, *ALWAYS_WRITTEN)
 
-    def outputs(self, artifacts: str = "artifacts") -> list[str]:
+    def outputs(self, artifacts: str = "artifacts") -> list[str]:  # the Snakefile's
         return [f"{artifacts}/{self.id}/{name}" for name in self.files]
 
     def inputs(self, artifacts: str = "artifacts") -> list[str]:

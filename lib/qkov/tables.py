@@ -1,10 +1,6 @@
-"""Tables written once, as data: a figure's CSV files, and the tables a notebook prints.
-
-:func:`show` prints a table (floats to ``digits`` significant digits: nbval compares printed
-text, and the last bits of a float move between machines) and keeps it as data; the save
-cell (``plotting.publish``) writes the tables shown into summary.json (:func:`taken`, with
-the headers its module's ``HEADERS`` declares), and the book renders them from that data.
-"""
+"""Tables written once, as data: a figure's CSV files, and the tables a notebook prints
+(:func:`show`: floats to ``digits`` significant digits, as the last bits move between
+machines) and its save cell stores in summary.json (:func:`taken`), which the book renders."""
 
 from __future__ import annotations
 
@@ -34,7 +30,6 @@ def plain(value: Any) -> Any:
 
 
 def csv_bytes(rows, columns=None, name: str = "table") -> bytes:
-    """``rows`` (flat records) as CSV; ``columns`` is needed only where there may be no rows."""
     if not rows and columns is None:
         raise ValueError(f"no rows to write to {name}")
     buffer = io.StringIO()
@@ -53,18 +48,9 @@ def _cell(value: Any) -> Any:
 
 
 def table(rows, columns=None, digits: int = 4) -> dict[str, Any]:
-    """A table as data: ``columns`` (default: the first row's keys), ``digits`` and ``rows``
-    (lists of cells in the columns' order)."""
-    if not rows and columns is None:
-        raise ValueError("table: no rows and no columns: give columns")
+    """A table as data: its ``columns`` (default: the first row's keys), ``digits`` and
+    ``rows`` (lists of cells in the columns' order)."""
     columns = list(columns if columns is not None else rows[0])
-    if not isinstance(digits, int) or not 1 <= digits <= 17:
-        raise ValueError(f"table: digits: expected an integer from 1 to 17, got {digits!r}")
-    for k, row in enumerate(rows):
-        missing = [c for c in columns if c not in row]
-        if missing:
-            raise ValueError(f"table: row {k} has no column {', '.join(map(repr, missing))}; "
-                             f"its keys are {list(row)}")
     return {"columns": columns, "digits": digits,
             "rows": [[_cell(row[c]) for c in columns] for row in rows]}
 
@@ -74,7 +60,7 @@ def cell_text(value: Any, digits: int) -> str:
 
 
 def text(data: Mapping[str, Any]) -> str:
-    """The printed form of a :func:`table`: right-justified columns under their names."""
+    """The printed form of a :func:`table`."""
     columns, digits = data["columns"], data["digits"]
     body = [[cell_text(value, digits) for value in row] for row in data["rows"]]
     widths = [max(len(c), *(len(line[i]) for line in body)) for i, c in enumerate(columns)]
@@ -86,13 +72,12 @@ _shown: list[dict[str, Any]] = []  # the tables shown since the last taken()
 
 
 def show(rows, columns=None, digits: int = 4) -> None:
-    """Print a table and keep it as data for the figure's save cell (:func:`taken`)."""
     _shown.append(table(rows, columns, digits))
     print(text(_shown[-1]))
 
 
 def taken(headers: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """The tables shown since the last call, each with its ``headers``; then forgotten."""
+    """The tables shown since the last call, each with its headers; then forgotten."""
     shown = [{**data, "headers": [(headers or {}).get(c) or default_header(c)
                                   for c in data["columns"]]} for data in _shown]
     _shown.clear()
