@@ -34,21 +34,19 @@ def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
 def test_killed_papermill_leaves_no_workers(tmp_path, signal_name):
     """papermill on the ratio sweep, killed while two workers train (the matched loss is out
     of reach, so they would train on)."""
-    log = tmp_path / "papermill.log"
-    with open(log, "w") as stream:
+    options = {"artifacts_dir": tmp_path / "artifacts", "ratios": "[0.01, 0.03]", "seeds": "[1234]",
+               "workers": 2, "max_epochs": 100000, "matched_loss": 1e-6, "progress": False}
+    with open(tmp_path / "log", "w") as log:
         papermill = subprocess.Popen(
-            [str(Path(sys.executable).parent / "papermill"), "notebooks/theory-ratio-sweep.ipynb",
-             str(tmp_path / "out.ipynb"), "-p", "artifacts_dir", str(tmp_path / "artifacts"),
-             "-y", "ratios: [0.01, 0.03]", "-y", "seeds: [1234]", "-p", "workers", "2",
-             "-p", "max_epochs", "100000", "-p", "matched_loss", "1e-6", "-p", "progress",
-             "False"], cwd=REPO, stdout=stream, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True)
-    tree = []
+            [Path(sys.executable).parent / "papermill", "notebooks/theory-ratio-sweep.ipynb",
+             tmp_path / "out.ipynb", *(a for k, v in options.items() for a in ("-y", f"{k}: {v}"))],
+            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+    tree, deadline = [], time.monotonic() + 90
     try:
-        deadline = time.monotonic() + 90
         while len(tree) < 3:  # the kernel and its two workers
             assert papermill.poll() is None and time.monotonic() < deadline, \
-                f"no two training workers within 90 s:\n{log.read_text()[-3000:]}"
+                f"no two training workers within 90 s:\n{(tmp_path / 'log').read_text()[-3000:]}"
             time.sleep(0.2)
             tree = alive(psutil.Process(papermill.pid).children(recursive=True))
         time.sleep(1.0)  # well into training
@@ -58,11 +56,9 @@ def test_killed_papermill_leaves_no_workers(tmp_path, signal_name):
         deadline = time.monotonic() + 5
         while alive(tree) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not alive(tree), f"5 s after papermill got {signal_name}, still alive: " \
-                                f"{[p.cmdline() for p in alive(tree)]}"
+        assert not alive(tree), f"5 s after papermill got {signal_name}: {alive(tree)}"
     finally:
-        papermill.kill()
-        for p in alive(tree):
+        for p in [papermill, *alive(tree)]:
             p.kill()
         papermill.wait()
 

@@ -1,13 +1,8 @@
-"""Independent runs spread over forked worker processes, each on the pinned torch threads.
-
-Workers die with the process that forked them. A notebook's kernel runs in a session of its
-own, so a signal to papermill does not reach it: the kernel notices papermill is gone and
-exits, and its reparented workers would train on. So each worker asks Linux for SIGKILL
-when its parent dies and, on every platform, watches its parent from a thread. loky 3.7.0,
-measured as a replacement, does neither (after a SIGKILL to the parent its workers finish
-their call and idle ~40 s; these are gone within 0.1 s), and its fresh workers miss the
-module state set before a call and the pinned threads.
-"""
+"""Independent runs on forked worker processes that die with their parent (a kernel that
+exits when papermill is killed): each asks Linux for SIGKILL then, and watches its parent
+from a thread. loky 3.7.0, measured instead, lets workers finish their call and idle ~40 s
+after a SIGKILL to the parent (these go within 0.1 s), and its fresh workers miss module
+state set before a call and the pinned threads."""
 
 from __future__ import annotations
 
