@@ -27,7 +27,9 @@ def _watch_parent(parent_pid: int) -> None:
 
 def _start_worker(parent_pid: int) -> None:
     if sys.platform.startswith("linux"):
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        prctl = ctypes.CDLL(None).prctl
+        prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4  # unsigned longs, all 64 bits
+        prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     if os.getppid() != parent_pid:  # the parent died before the request took effect
         os._exit(1)
     threading.Thread(target=_watch_parent, args=(parent_pid,), name="qkov-parent-watchdog",
