@@ -1,7 +1,9 @@
 """The book's pages: MathJax and the stylesheet served from the book (Jupyter Book loads
-MathJax from a CDN, so an offline reader would see raw TeX), the measured records of the
-reproducibility page (``{qkov-record} KIND``), the citation page's BibTeX
-(``{qkov-citation}``) and the repository URL, written once in CITATION.cff."""
+MathJax from a CDN: offline, a reader would see raw TeX); the measured records of the
+reproducibility page (``{qkov-record} KIND``); the citation page's BibTeX
+(``{qkov-citation}``); the repository URL, written once in CITATION.cff; the whole book as a
+PDF (``make pdf``: xelatex into ``_build/latex/``, before the HTML), linked from every page's
+download menu only where it was built (without TeX, no link to a missing file)."""
 
 from __future__ import annotations
 
@@ -12,14 +14,23 @@ from importlib import resources
 from pathlib import Path
 
 import yaml
+from docutils import nodes
+from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
 
 from qkov.artifacts import default_dir
 from qkov.figures import specs
+from qkov.plotting import png_size
 
 CSS_FILE = "qkov.css"
 MATHJAX = "mathjax/tex-svg-full.js"  # under _static/; one file: every TeX extension and font
 PAPER_KEY = "vashisht26a"
+PDF = "qkov-book.pdf"  # _config.yml's latex_documents targetname, as .pdf
+TALL = 0.9  # a PNG taller than this fraction of its width is drawn at that height in the PDF
+
+
+def built_pdf(outdir) -> Path:
+    return Path(outdir).parent / "latex" / PDF
 
 
 def citation(srcdir) -> dict:
@@ -119,17 +130,49 @@ class CitationDirective(SphinxDirective):
 
 def _config(app, config) -> None:
     config.mathjax_path = MATHJAX
+    # In html_context, so that the HTML builder rewrites every page when the PDF comes or goes.
+    config.html_context = {**config.html_context, "qkov_pdf": built_pdf(app.outdir).is_file()}
     # Jupyter Book refuses a repository button without a URL in _config.yml: it is off there.
     config.html_theme_options["repository_url"] = citation(app.srcdir)["repository-code"]
     config.html_theme_options["use_repository_button"] = True
 
 
-def _copy_static(app, exception) -> None:
+def _copy(app, exception) -> None:
     if exception is None and app.builder.format == "html":
         mathjax = resources.files("mathjax") / "static" / "mathjax" / "es5" / Path(MATHJAX).name
-        for source, target in ((mathjax, MATHJAX), (Path(__file__).with_name(CSS_FILE), CSS_FILE)):
-            Path(app.outdir, "_static", target).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(str(source), Path(app.outdir, "_static", target))
+        for source, target in ((mathjax, f"_static/{MATHJAX}"), (built_pdf(app.outdir), PDF),
+                               (Path(__file__).with_name(CSS_FILE), f"_static/{CSS_FILE}")):
+            if target != PDF or app.config.html_context["qkov_pdf"]:
+                Path(app.outdir, target).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(str(source), Path(app.outdir, target))
+
+
+def _pdf_button(app, pagename, templatename, context, doctree) -> None:
+    """After sphinx-book-theme has made the download menu (priority 501)."""
+    for button in context.get("header_buttons", []) if context.get("qkov_pdf") else []:
+        if button.get("label") == "download-buttons":
+            button["buttons"].append({
+                "type": "link", "text": "Book (PDF)", "icon": "fas fa-book",
+                "tooltip": "Download the whole book as a PDF", "url": context["pathto"](PDF, 1),
+                "label": "download-book-pdf-button"})
+
+
+class TallFiguresFitThePage(SphinxPostTransform):
+    """A figure drawn for the book's column (the 4 x 2 heatmaps) may not fit a PDF page
+    with its caption: it gets TALL of the line width as its height. No link to the SVG."""
+
+    default_priority = 200
+    builders = ("latex",)
+
+    def run(self, **kwargs):
+        for image in list(self.document.findall(nodes.image)):
+            if "qkov-full-size" in image.parent["classes"]:  # a link to the HTML's SVG
+                image.parent.replace_self(image)
+            path = Path(self.env.srcdir, image["uri"].lstrip("/"))
+            if path.suffix == ".png" and path.is_file() and "height" not in image:
+                width, height = png_size(path.read_bytes()[:24])
+                if height > TALL * width:
+                    image["height"] = f"{100 * TALL:.0f}%"
 
 
 def setup(app):
@@ -137,5 +180,7 @@ def setup(app):
     app.add_directive("qkov-record", RecordDirective)
     app.add_directive("qkov-citation", CitationDirective)
     app.connect("config-inited", _config, priority=900)
-    app.connect("build-finished", _copy_static)
+    app.connect("build-finished", _copy)
+    app.connect("html-page-context", _pdf_button, priority=502)
+    app.add_post_transform(TallFiguresFitThePage)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

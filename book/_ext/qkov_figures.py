@@ -178,7 +178,7 @@ class FigureDirective(SphinxDirective):
         summary = json.loads((figure.folder / "summary.json").read_text())
         prov, srcdir, spec = summary["provenance"], self.env.srcdir, figure.spec
         reproduces = figure.drawing.reproduces
-        state = input_state(prov, names=False)
+        state = input_state(prov).replace("_", "\\_")  # (LaTeX)
         note = (f"Figure {figure.label}, " + (f"reproduces {reproduces} of" if reproduces
                                               else "the companion's own figure, on")
                 + f" \\cite{{{PAPER_KEY}}}; commit {(prov.get('commit') or 'unknown')[:12]}"
@@ -243,15 +243,14 @@ def papermill_command(figure: BookFigure, parameters: dict) -> str:
                        *(["-y", json.dumps(structured)] if structured else [])])
 
 
-def input_state(prov: dict, names: bool = True) -> str:
-    """How the inputs stood against the commit ("" when they were the commit's); without
-    parameter ``names`` for BibTeX (LaTeX rejects their underscores)."""
+def input_state(prov: dict) -> str:
+    """How the inputs stood against the commit ("" when they were the commit's)."""
     changed = [what for what in ("library", "notebook") if prov.get(f"{what}_changed")]
     custom = prov.get("custom_parameters")
     return "; ".join(filter(None, [
         prov.get("uncommitted_changes") and "uncommitted changes"
         + (f" ({', '.join(changed)})" if changed else ""),
-        custom and "parameters other than the defaults" + (": " + ", ".join(custom)) * names]))
+        custom and "parameters other than the defaults: " + ", ".join(custom)]))
 
 
 def provenance_text(prov: dict, parameters: dict) -> str:
@@ -278,7 +277,8 @@ class GalleryDirective(SphinxDirective):
     """Every drawn figure: its thumbnail and name linking it, its caption and downloads."""
 
     def run(self):
-        self.env.__dict__.setdefault("qkov_listings", set()).add(self.env.docname)
+        for docname in self.env.found_docs:  # re-read when a page (a caption, a glued value) changes
+            self.env.note_dependency(self.env.doc2path(docname))
         entries, here = [], Path(self.env.docname).parent
         for figure in filter(lambda f: f.drawn, _figures(self.env).values()):
             target = f":target: {os.path.relpath(figure.spec.page, here)}.html#{figure.label}"
@@ -298,15 +298,11 @@ class GalleryDirective(SphinxDirective):
 {download_line(figure, self.env.srcdir)}
 ::::
 """)
-            entry.insert(-1, GalleryCaption(label=figure.label))
+            entry.insert(-1, nodes.paragraph(classes=["qkov-gallery-caption"], qkov=figure.label))
             entries.append(entry)
         # The captions copied in may hold math: an empty formula makes Sphinx load MathJax.
         return [nodes.container("", *entries, classes=["qkov-gallery"]),
                 nodes.paragraph("", "", nodes.math("", ""), classes=["qkov-hidden"])]
-
-
-class GalleryCaption(nodes.General, nodes.Element):
-    pass
 
 
 class GalleryCaptions(SphinxPostTransform):
@@ -318,17 +314,14 @@ class GalleryCaptions(SphinxPostTransform):
 
     def run(self, **kwargs):
         labels = self.env.get_domain("std").anonlabels
-        for node in list(self.document.findall(GalleryCaption)):
-            para = nodes.paragraph(classes=["qkov-gallery-caption"])
-            if node["label"] in labels:
-                docname, anchor = labels[node["label"]]
-                figure = self.env.get_doctree(docname).ids[anchor]
-                caption = figure.next_node(nodes.caption).children[1:]  # without its headline
-                para += [child.deepcopy() for child in caption]
+        for para in list(self.document.findall(lambda n: "qkov" in getattr(n, "attributes", ()))):
+            if para["qkov"] in labels:
+                docname, anchor = labels[para["qkov"]]
+                caption = self.env.get_doctree(docname).ids[anchor].next_node(nodes.caption)
+                para += [child.deepcopy() for child in caption.children[1:]]  # not its headline
             else:
                 para += nodes.Text("Not shown on a page of the book: its notebook is stored "
                                    "without a figure (it needs a dataset).")
-            node.replace_self(para)
 
 
 class FigureTableDirective(SphinxDirective):
@@ -336,7 +329,6 @@ class FigureTableDirective(SphinxDirective):
     whether it needs a dataset (linking the page that says where to get it)."""
 
     def run(self):
-        self.env.__dict__.setdefault("qkov_listings", set()).add(self.env.docname)
         rows = [["figure id", "notebook", "reproduces", "reads", "needs a dataset"]]
         for figure in _figures(self.env).values():
             spec = figure.spec
@@ -353,21 +345,12 @@ class FigureTableDirective(SphinxDirective):
                                                          for row in rows) + ":::")
 
 
-def _listings_outdated(app, env, added, changed, removed) -> list[str]:
-    """The gallery and the figure table show other pages' figures: re-read with any page."""
-    return sorted(getattr(env, "qkov_listings", ())) if added | changed | removed else []
-
-
 def setup(app):
     app.add_directive("qkov-figure", FigureDirective)
     app.add_directive("qkov-gallery", GalleryDirective)
     app.add_directive("qkov-figure-table", FigureTableDirective)
     app.add_role("qkov-fig", figure_role)
-    app.add_node(GalleryCaption)
     app.add_post_transform(GalleryCaptions)
     app.connect("builder-inited", _verify_sets)
-    app.connect("env-get-outdated", _listings_outdated)
-    app.connect("env-merge-info", lambda app, env, docnames, other: env.__dict__.setdefault(
-        "qkov_listings", set()).update(getattr(other, "qkov_listings", ())))
     app.connect("env-get-updated", _unnumber_figures, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,8 +1,7 @@
-"""The tables a figure's notebook printed, shown as HTML tables rendered from their data:
-the ``"tables"`` of the figure's summary.json (written by its save cell, headed as its module
-declares). Each piece of printed output (split at blank lines) whose first line is the next
-table's column names and that has a line per row is replaced by that table; the printed
-values are never read. A table the stored notebook does not print fails the strict build."""
+"""The tables a notebook printed, as HTML tables rendered from the ``"tables"`` of the
+figure's summary.json. A piece of printed output (between blank lines) whose first line is the
+next table's column names, with a line per row, is replaced by it: the printed values are
+never read. A table the stored notebook does not print fails the strict build."""
 
 from __future__ import annotations
 
