@@ -1,6 +1,5 @@
-"""The strict offline build of the book (-W -n: ``book_html`` in conftest.py), checked from
-its HTML. What it must show of each figure is derived from the figures' specs, so a figure
-added later is checked without an edit here; test_browser.py checks what a browser shows."""
+"""The strict offline build (``book_html``, conftest.py), checked from its HTML against the
+figures' specs (a new figure needs no edit here); test_browser.py checks it in a browser."""
 
 import html as html_lib
 import inspect
@@ -63,7 +62,8 @@ def test_every_figure_is_shown_named_and_citable_with_its_data(book_html, label)
     assert re.search(r'class="qkov-open-full[^"]*" href="[^"]+\.svg">Open full size</a>', block)
     links = re.findall(r'<a class="reference download internal" download="" href="([^"]+)">'
                        r'<code[^>]*><span class="pre">([^<]+)</span>', block)
-    assert [t for _, t in links] == [t for t, _ in figure.downloads(REPO)] + [figure.module_file]
+    source = f"lib/qkov/figures/{figure.spec.module}.py"
+    assert [t for _, t in links] == [t for t, _ in figure.downloads(REPO)] + [source]
     for href, _ in links:
         assert (book_html / page).parent.joinpath(href).resolve().stat().st_size > 0, href
     summary = json.loads((book_artifacts() / figure.spec.id / "summary.json").read_text())
@@ -72,8 +72,7 @@ def test_every_figure_is_shown_named_and_citable_with_its_data(book_html, label)
                      f"snakemake --cores 2 {figure.spec.module}", f"commit {prov['commit'][:12]}",
                      f"wall time {prov['wall_time_s']:.1f} s", f"@misc{{qkov-{label},",
                      f"{qkov_book.citation(REPO)['url']}{page}#{label}",
-                     f"Code: the notebook calls qkov.figures.{figure.spec.module} "
-                     f"({figure.module_file})"):
+                     f"Code: the notebook calls qkov.figures.{figure.spec.module} ({source})"):
         assert expected in folded, f"{label}: {expected!r} is not in its block"
     assert "@inproceedings{vashisht26a" not in folded  # once, on the cite page
     assert all(re.search(rf'href="(\.\./)?(book/)?{p}\.html"', block) for p in ("cite", "core"))
@@ -89,8 +88,7 @@ def test_every_figure_is_shown_named_and_citable_with_its_data(book_html, label)
 
 
 def test_one_numbering_in_book_order_in_the_gallery_and_the_figure_table(book_html):
-    """The companion's own figures are C1, C2, ... in book order (the page that shows each,
-    then its notebook), the order of the gallery and of the table of figures."""
+    """The companion's own figures are C1, C2, ... in book order, the gallery's and table's."""
     order = toc_docnames()
     assert list(FIGURES) == [spec.label(d) for spec in sorted(specs().values(), key=lambda s: (
         order.index(s.page), order.index(s.notebook.removesuffix(".ipynb")))) for d in spec.drawings]
@@ -118,8 +116,7 @@ def test_one_numbering_in_book_order_in_the_gallery_and_the_figure_table(book_ht
 
 
 def test_reproducibility_page_shows_the_measured_records(book_html):
-    """The times and speed-ups are the records' (each figure's own summary.json, the
-    trainer benchmark, the last passing make test), rendered at build time."""
+    """The times and speed-ups are the records', rendered at build time."""
     text = plain((book_html / "book" / "reproduce.html").read_text())
     for kind, record in qkov_book.RECORDS.items():
         _, rows, note = record(REPO)
@@ -130,9 +127,8 @@ def test_reproducibility_page_shows_the_measured_records(book_html):
 
 
 def test_printed_tables_are_html_tables_from_the_figures_data(book_html):
-    """Every table a notebook printed is shown as HTML tables rendered from the figure's
-    summary.json, headed as its module declares; a wide one split, each part led by the
-    columns that name its rows."""
+    """Every printed table, as HTML from the figure's summary.json (a wide one split, each
+    part led by the columns that name its rows)."""
     from qkov.tables import cell_text
 
     for spec in specs().values():
@@ -203,13 +199,11 @@ def test_a_broken_book_fails_naming_the_page_and_a_readers_dataset_run_is_shown(
 
 
 def test_citation_page_file_and_launch_buttons(book_html):
-    """Both BibTeX entries on the cite page, CITATION.cff linked and valid against the CFF
-    1.2.0 schema (tests/data, as cffconvert 2.0.0 ships it); the repository link and the
-    Binder and Colab buttons from its URL; notebooks downloadable."""
+    """Both BibTeX entries; CITATION.cff linked, valid against the CFF 1.2.0 schema (as
+    cffconvert 2.0.0 ships it); repository, Binder and Colab links; notebooks downloadable."""
     import jsonschema
 
     text = (book_html / "book" / "cite.html").read_text()
-    assert "<hash>" not in plain(text)
     assert "@inproceedings{vashisht26a" in plain(text) and "@misc{qkov," in plain(text)
     cff_link = re.search(r'href="([^"]*CITATION\.cff)"', text).group(1)
     assert (book_html / "book" / cff_link).resolve().is_file()
@@ -248,8 +242,7 @@ def test_every_page_reads_offline(book_html):
 
 
 def test_core_page_shows_the_library_source(book_html):
-    """Every line of the model, its gradient and update, the training step and the reduced
-    dynamics' right-hand side is in the page (literalinclude: the code itself)."""
+    """The model, its gradient and update, the training step and the ODE, line by line."""
     from qkov.synthetic import models, train
     from qkov.theory import reduced
 
@@ -264,8 +257,7 @@ def test_core_page_shows_the_library_source(book_html):
 
 
 def test_regenerate_command_and_provenance_say_what_ran():
-    """The papermill line gives back the run's parameters; the provenance and the BibTeX
-    say when the code was not the commit's."""
+    """The papermill line gives back the run's parameters; the state of the code is said."""
     params = {"m": 5, "b": 50.0, "name": "a b", "ratios": [0.1, 1], "flag": True,
               "seed": None, "artifacts_dir": None}
     words = shlex.split(qkov_figures.papermill_command(FIGURES["paper-fig4"], params))
@@ -281,8 +273,7 @@ def test_regenerate_command_and_provenance_say_what_ran():
 
 
 def test_the_book_refuses_a_set_not_at_the_figures_defaults(tmp_path, monkeypatch):
-    """A reader's run with other parameters is not the figure (a set that is not whole: the
-    broken-book test above)."""
+    """A reader's run with other parameters is not the figure (not whole: the build above)."""
     from qkov import artifacts, sets
     from qkov.figures import paper_fig4
 

@@ -38,8 +38,7 @@ def citation(srcdir) -> dict:
 
 
 def companion_bibtex(cff: dict, label: str = "", url: str = "", note: str = "") -> str:
-    """The companion's BibTeX (from CITATION.cff), or one figure's: ``label``, its anchor
-    ``url`` and a ``note`` (what it reproduces, the commit)."""
+    """The companion's BibTeX, or figure ``label``'s (its anchor ``url``, the commit in ``note``)."""
     url = url or cff["url"].rstrip("/") + "/"
     names = " and ".join("{" + a["name"] + "}" if "name" in a
                          else f"{a['family-names']}, {a['given-names']}" for a in cff["authors"])
@@ -98,8 +97,7 @@ RECORDS = {"trainer-speed": trainer_speed, "figure-times": figure_times, "test-r
 
 
 class RecordDirective(SphinxDirective):
-    """``{qkov-record} KIND``: a record as the measurement wrote it, never typed by hand; a
-    missing or malformed one fails the strict build."""
+    """``{qkov-record} KIND``: as the measurement wrote it; missing or malformed, an error."""
 
     required_arguments = 1
 
@@ -118,8 +116,7 @@ class RecordDirective(SphinxDirective):
 
 
 class CitationDirective(SphinxDirective):
-    """``{qkov-citation}``: the paper's entry of the bibliography, verbatim, and the
-    companion's from CITATION.cff."""
+    """``{qkov-citation}``: the paper's entry of the bibliography and the companion's."""
 
     def run(self):
         bib = "".join(Path(self.env.srcdir, f).read_text() for f in self.config.bibtex_bibfiles)
@@ -151,10 +148,9 @@ def _pdf_button(app, pagename, templatename, context, doctree) -> None:
     """After sphinx-book-theme has made the download menu (priority 501)."""
     for button in context.get("header_buttons", []) if context.get("qkov_pdf") else []:
         if button.get("label") == "download-buttons":
-            button["buttons"].append({
-                "type": "link", "text": "Book (PDF)", "icon": "fas fa-book",
-                "tooltip": "Download the whole book as a PDF", "url": context["pathto"](PDF, 1),
-                "label": "download-book-pdf-button"})
+            button["buttons"].append({"type": "link", "text": "Book (PDF)", "icon": "fas fa-book",
+                                      "url": context["pathto"](PDF, 1), "label": "download-book-pdf-button",
+                                      "tooltip": "Download the whole book as a PDF"})
 
 
 class TallFiguresFitThePage(SphinxPostTransform):

@@ -1,11 +1,8 @@
-"""The figures as the book shows them, from the figures' specs (``qkov.figures.specs()``), so
-a new figure needs no edit here. Each drawing has one name: "Fig. 2 (reproduced)", or C1, C2,
-... for the companion's own, in book order (no Sphinx numbers). ``{qkov-figure} LABEL`` shows
-it with its downloads, regenerate command, provenance, BibTeX and code; ``{qkov-fig}`LABEL```
-cites it; ``{qkov-gallery}`` and ``{qkov-figure-table}`` list all. Its files are read from
-``$QKOV_ARTIFACTS/<id>/`` (the tests) or ``artifacts/<id>/``: a set that is not whole or not
-at the figure's defaults fails the strict build.
-"""
+"""The figures, from their specs (``qkov.figures.specs()``): a new figure needs no edit here.
+Each drawing has one name: "Fig. 2 (reproduced)", or C1, C2, ... in book order. ``{qkov-figure}
+LABEL`` shows it with its downloads, regenerate command, provenance, BibTeX and code;
+``{qkov-fig}`LABEL``` cites it; ``{qkov-gallery}`` and ``{qkov-figure-table}`` list all. Files
+are read from ``$QKOV_ARTIFACTS/<id>/`` or ``artifacts/<id>/``, only as whole canonical sets."""
 
 from __future__ import annotations
 
@@ -41,10 +38,6 @@ class BookFigure:
     @property
     def label(self) -> str:  # its anchor, and the id readers cite
         return self.spec.label(self.drawing)
-
-    @property
-    def module_file(self) -> str:
-        return f"lib/qkov/figures/{self.spec.module}.py"
 
     @property
     def drawn(self) -> bool:  # a figure that needs a dataset is not run where the book is built
@@ -95,14 +88,11 @@ def set_problems(srcdir) -> list[str]:
     problems = []
     for spec in specs().values():
         folder = default_dir(spec.id, srcdir)
-        if not folder.exists():
-            continue
         try:
-            summary = verify_set(folder)
-        except ValueError as exc:
-            problems.append(str(exc))
-            continue
-        custom = not_canonical(summary.get("parameters", {}), module(spec.id).Parameters.defaults())
+            custom = folder.exists() and not_canonical(verify_set(folder).get("parameters", {}),
+                                                       module(spec.id).Parameters.defaults())
+        except ValueError as exc:  # not whole: a file missing or not as its digest says
+            custom = problems.append(str(exc))
         if custom:
             problems.append(f"{folder}: made with parameters other than the figure's defaults "
                             f"({', '.join(custom)}); move it away and regenerate the figure")
@@ -115,14 +105,12 @@ def _verify_sets(app) -> None:
 
 
 def source_path(path: Path, srcdir) -> str:
-    """As Sphinx names a source file: "/" + relative to the source folder (".." for
-    $QKOV_ARTIFACTS outside it)."""
+    """As Sphinx names a source file ("/..": $QKOV_ARTIFACTS outside the source folder)."""
     return "/" + Path(os.path.relpath(Path(path).resolve(), Path(srcdir).resolve())).as_posix()
 
 
 def ref(figure: BookFigure, text: str = "") -> str:
-    """MyST linking the figure in its chapter; plain text for one that needs a dataset (shown
-    on no page: the book is built without its data)."""
+    """MyST linking the figure; plain text for one that needs a dataset (shown on no page)."""
     text = text or figure.name
     return text if figure.spec.needs_dataset else f"{{ref}}`{text} <{figure.label}>`"
 
@@ -177,6 +165,7 @@ class FigureDirective(SphinxDirective):
         """The downloads on one line; the command, provenance, BibTeX and code folded below."""
         summary = json.loads((figure.folder / "summary.json").read_text())
         prov, srcdir, spec = summary["provenance"], self.env.srcdir, figure.spec
+        source = f"lib/qkov/figures/{spec.module}.py"
         reproduces = figure.drawing.reproduces
         state = input_state(prov).replace("_", "\\_")  # (LaTeX)
         note = (f"Figure {figure.label}, " + (f"reproduces {reproduces} of" if reproduces
@@ -193,8 +182,8 @@ class FigureDirective(SphinxDirective):
 
 <details class="qkov-details"><summary>Regenerate, provenance, cite, code</summary>
 
-**Regenerate** (from the repository root; the first line re-runs this run's parameters,
-the second the notebook's defaults through the pipeline):
+**Regenerate** (from the repository root; the first line re-runs this run's parameters, the
+second the notebook's defaults through the pipeline):
 
 ```bash
 {papermill_command(figure, summary["parameters"])}
@@ -203,17 +192,15 @@ snakemake --cores 2 {spec.module}
 
 **Provenance** (from summary.json): {provenance_text(prov, summary["parameters"])}
 
-**Cite this figure** as {figure.label}, together with the paper (its entry is on
-{{doc}}`/book/cite`):
+**Cite this figure** as {figure.label}, with the paper (its entry is on {{doc}}`/book/cite`):
 
 ```bibtex
 {companion_bibtex(citation(srcdir), figure.label, url, note)}
 ```
 
-**Code:** the notebook calls `qkov.figures.{spec.module}`
-({{download}}`{figure.module_file} </{figure.module_file}>`); the core of the library (the
-models, their gradient and training step, the reduced dynamics, the language measures),
-shown from its source: {{doc}}`/book/core`.
+**Code:** the notebook calls `qkov.figures.{spec.module}` ({{download}}`{source} </{source}>`);
+the core of the library (the models, their gradient and training step, the reduced dynamics,
+the language measures), shown from its source: {{doc}}`/book/core`.
 
 </details>
 :::
@@ -222,11 +209,10 @@ shown from its source: {{doc}}`/book/core`.
 
 def figure_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     env = inliner.document.settings.env
-    figures = _figures(env)
-    if text not in figures:
+    if (figure := _figures(env).get(text)) is None:
         logger.warning(f"qkov-fig: unknown figure {text!r}", location=(env.docname, lineno))
         return [nodes.Text(text)], []
-    return [ref_node(figures[text])], []
+    return [ref_node(figure)], []
 
 
 def papermill_command(figure: BookFigure, parameters: dict) -> str:

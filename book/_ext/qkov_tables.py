@@ -1,7 +1,6 @@
-"""The tables a notebook printed, as HTML tables rendered from the ``"tables"`` of the
-figure's summary.json. A piece of printed output (between blank lines) whose first line is the
-next table's column names, with a line per row, is replaced by it: the printed values are
-never read. A table the stored notebook does not print fails the strict build."""
+"""The tables a notebook printed, as HTML tables rendered from its summary.json's "tables": a
+printed piece (between blank lines) whose first line is the next table's column names, with a
+line per row, is replaced by it (its values never read). One not printed fails the build."""
 
 from __future__ import annotations
 
@@ -60,8 +59,7 @@ class PrintedTables(SphinxTransform):
                 if t and len(lines) == len(t["rows"]) + 1 \
                         and lines[0].split() == " ".join(t["columns"]).split():
                     rows = [[cell_text(v, t["digits"]) for v in row] for row in t["rows"]]
-                    for header, part in split_wide(list(t["headers"]), rows):
-                        shown.append(table(header, part))
+                    shown += [table(h, part) for h, part in split_wide(list(t["headers"]), rows)]
                     found += 1
                 elif chunk.strip():
                     shown.append(nodes.literal_block(chunk, chunk, classes=block["classes"],
