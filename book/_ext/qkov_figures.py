@@ -92,7 +92,8 @@ def set_problems(srcdir) -> list[str]:
             custom = folder.exists() and not_canonical(verify_set(folder).get("parameters", {}),
                                                        module(spec.id).Parameters.defaults())
         except ValueError as exc:  # not whole: a file missing or not as its digest says
-            custom = problems.append(str(exc))
+            problems.append(str(exc))
+            continue
         if custom:
             problems.append(f"{folder}: made with parameters other than the figure's defaults "
                             f"({', '.join(custom)}); move it away and regenerate the figure")
