@@ -1,9 +1,7 @@
-"""The book's pages: MathJax and the stylesheet served from the book (Jupyter Book loads
-MathJax from a CDN: offline, a reader would see raw TeX); the measured records of the
-reproducibility page (``{qkov-record} KIND``); the citation page's BibTeX
-(``{qkov-citation}``); the repository URL, written once in CITATION.cff; the whole book as a
-PDF (``make pdf``: xelatex into ``_build/latex/``, before the HTML), linked from every page's
-download menu only where it was built (without TeX, no link to a missing file)."""
+"""MathJax and the stylesheet served from the book (Jupyter Book's MathJax is a CDN's), the
+records (``{qkov-record} KIND``), BibTeX (``{qkov-citation}``), the repository URL from
+CITATION.cff, and the PDF (``make pdf``, before the HTML): linked from every page's download
+menu where it was built (without TeX, no link to a missing file)."""
 
 from __future__ import annotations
 
@@ -26,7 +24,6 @@ CSS_FILE = "qkov.css"
 MATHJAX = "mathjax/tex-svg-full.js"  # under _static/; one file: every TeX extension and font
 PAPER_KEY = "vashisht26a"
 PDF = "qkov-book.pdf"  # _config.yml's latex_documents targetname, as .pdf
-TALL = 0.9  # a PNG taller than this fraction of its width is drawn at that height in the PDF
 
 
 def built_pdf(outdir) -> Path:
@@ -144,8 +141,7 @@ def _copy(app, exception) -> None:
                 shutil.copyfile(str(source), Path(app.outdir, target))
 
 
-def _pdf_button(app, pagename, templatename, context, doctree) -> None:
-    """After sphinx-book-theme has made the download menu (priority 501)."""
+def _pdf_button(app, pagename, templatename, context, doctree) -> None:  # after the theme's (501)
     for button in context.get("header_buttons", []) if context.get("qkov_pdf") else []:
         if button.get("label") == "download-buttons":
             button["buttons"].append({"type": "link", "text": "Book (PDF)", "icon": "fas fa-book",
@@ -154,8 +150,8 @@ def _pdf_button(app, pagename, templatename, context, doctree) -> None:
 
 
 class TallFiguresFitThePage(SphinxPostTransform):
-    """A figure drawn for the book's column (the 4 x 2 heatmaps) may not fit a PDF page
-    with its caption: it gets TALL of the line width as its height. No link to the SVG."""
+    """A figure drawn for the book's column (the 4 x 2 heatmaps) taller than 0.9 of its width
+    is drawn 0.9 of the line width high in the PDF, to fit with its caption; no SVG link."""
 
     default_priority = 200
     builders = ("latex",)
@@ -167,8 +163,8 @@ class TallFiguresFitThePage(SphinxPostTransform):
             path = Path(self.env.srcdir, image["uri"].lstrip("/"))
             if path.suffix == ".png" and path.is_file() and "height" not in image:
                 width, height = png_size(path.read_bytes()[:24])
-                if height > TALL * width:
-                    image["height"] = f"{100 * TALL:.0f}%"
+                if height > 0.9 * width:
+                    image["height"] = "90%"
 
 
 def setup(app):

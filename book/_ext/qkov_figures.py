@@ -39,10 +39,6 @@ class BookFigure:
     def label(self) -> str:  # its anchor, and the id readers cite
         return self.spec.label(self.drawing)
 
-    @property
-    def drawn(self) -> bool:  # a figure that needs a dataset is not run where the book is built
-        return not self.spec.needs_dataset or (self.folder / "summary.json").is_file()
-
     def file(self, suffix: str) -> Path:
         return self.folder / f"{self.drawing.stem}.{suffix}"
 
@@ -131,8 +127,7 @@ def download_line(figure: BookFigure, srcdir, full_size: str = "") -> str:
 
 
 class FigureDirective(SphinxDirective):
-    """``{qkov-figure} LABEL``, the caption as content: the figure, headed by its name, a
-    click opening its SVG, and its block below it; ``:echo:``: a copy linking the figure."""
+    """``{qkov-figure} LABEL`` (content: its caption); ``:echo:``, a copy linking the figure."""
 
     required_arguments = 1
     has_content = True
@@ -267,7 +262,9 @@ class GalleryDirective(SphinxDirective):
         for docname in self.env.found_docs:  # re-read when a page (a caption, a glued value) changes
             self.env.note_dependency(self.env.doc2path(docname))
         entries, here = [], Path(self.env.docname).parent
-        for figure in filter(lambda f: f.drawn, _figures(self.env).values()):
+        for figure in _figures(self.env).values():
+            if figure.spec.needs_dataset and not (figure.folder / "summary.json").is_file():
+                continue  # not run where the book is built
             target = f":target: {os.path.relpath(figure.spec.page, here)}.html#{figure.label}"
             own = "" if figure.drawing.reproduces else " — the companion's own figure"
             [entry] = self.parse_text_to_nodes(f"""
@@ -293,9 +290,8 @@ class GalleryDirective(SphinxDirective):
 
 
 class GalleryCaptions(SphinxPostTransform):
-    """Each figure's caption, from its chapter's doctree, before myst-nb fills in glued
-    values (at priority 5), so the copies get them too. The chapters and the gallery are
-    pages of book/, so the captions' relative references hold in both."""
+    """Each figure's caption, from its chapter, before myst-nb fills in glued values (priority
+    5); chapters and gallery are in book/, so the captions' relative links hold in both."""
 
     default_priority = 4
 
@@ -312,19 +308,17 @@ class GalleryCaptions(SphinxPostTransform):
 
 
 class FigureTableDirective(SphinxDirective):
-    """A row per spec in book order: id, notebook, what it reproduces, what it reads,
-    whether it needs a dataset (linking the page that says where to get it)."""
+    """A row per spec, in book order (a dataset's "yes" links the page that says where)."""
 
     def run(self):
         rows = [["figure id", "notebook", "reproduces", "reads", "needs a dataset"]]
         for figure in _figures(self.env).values():
             spec = figure.spec
             if figure.label == spec.id:
-                many = len(spec.drawings) > 1
                 rows.append([
                     ref(figure, spec.id), f"{{doc}}`{spec.notebook} </{spec.notebook[:-6]}>`",
-                    "; ".join(f"`{spec.label(d)}`: " * many + (d.reproduces or "none (the "
-                              "companion's own)") for d in spec.drawings),
+                    "; ".join(f"`{spec.label(d)}`: " * (len(spec.drawings) > 1)
+                              + (d.reproduces or "none (the companion's own)") for d in spec.drawings),
                     ", ".join(f"`{read}`" for read in spec.reads) or "nothing",
                     f"{{doc}}`yes </{spec.page}>`" if spec.needs_dataset else "no"])
         return self.parse_text_to_nodes(":::{list-table}\n:header-rows: 1\n:class: qkov-figure-table"

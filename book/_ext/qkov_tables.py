@@ -28,8 +28,7 @@ MAX_COLUMNS = 5  # a wider table is shown as several, each repeating the rows' k
 
 
 def split_wide(header: list[str], rows: list[list[str]]) -> list[tuple[list, list]]:
-    """Parts of at most MAX_COLUMNS columns, each led by the fewest leading columns that
-    tell the rows apart (the panel, or the condition and r)."""
+    """Parts of MAX_COLUMNS columns, each led by the fewest that tell the rows apart."""
     if len(header) <= MAX_COLUMNS:
         return [(header, rows)]
     key = next((k for k in range(1, len(header)) if len({tuple(r[:k]) for r in rows}) == len(rows)), 1)
@@ -67,10 +66,9 @@ class PrintedTables(SphinxTransform):
             if any(isinstance(node, nodes.table) for node in shown):
                 block.replace_self(shown)
         if found < len(tables):
-            logging.getLogger(__name__).warning(
-                f"{figure_id}: the stored notebook prints {found} of the {len(tables)} tables "
-                "of its summary.json; re-run it, or regenerate the figure",
-                location=self.env.docname)
+            logging.getLogger(__name__).warning(f"{figure_id}: the stored notebook prints {found} "
+                                                f"of its summary.json's {len(tables)} tables: "
+                                                "re-run it", location=self.env.docname)
 
 
 def setup(app):
