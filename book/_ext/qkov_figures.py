@@ -334,4 +334,4 @@ def setup(app):
     app.add_post_transform(GalleryCaptions)
     app.connect("builder-inited", _verify_sets)
     app.connect("env-get-updated", _unnumber_figures, priority=900)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
+    return {"env_version": 1, "parallel_read_safe": True, "parallel_write_safe": True}
