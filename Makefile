@@ -90,7 +90,7 @@ slurm:
 	fi
 
 # The book as one PDF, built with Debian's TeX (xelatex) before the HTML book, whose every
-# page's download menu then links it (book/_ext/qkov_pdf.py); without TeX, no PDF and no link.
+# page's download menu then links it (book/_ext/qkov_book.py); without TeX, no PDF and no link.
 # The LaTeX run's log: _build/pdf.log. tests/test_pdf.py reads the PDF with poppler-utils.
 PDF := _build/latex/qkov-book.pdf
 TEX_PACKAGES := texlive-xetex texlive-latex-extra texlive-fonts-recommended latexmk xindy \

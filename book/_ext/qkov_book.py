@@ -1,61 +1,178 @@
-"""The book's static files: MathJax served from the book, and the book's stylesheet.
-
-Jupyter Book loads MathJax from a CDN by default, so an offline reader sees raw TeX. The
-``django-static-mathjax`` wheel carries MathJax 3 (pinned in pyproject.toml); this extension
-copies its self-contained ``tex-svg-full.js`` (all TeX extensions and the SVG font in one
-file, nothing loaded later) into ``_static/mathjax/`` and points Sphinx at it. The book's
-own styles are ``book/_ext/qkov.css``, copied into ``_static/`` and added to every page.
-
-The book's extensions live with the book (``book/_ext``), not in the science library;
-``_config.yml`` loads each with ``sphinx: local_extensions``. Every file they read is found
-from the book's source folder (``app.srcdir``, the repository root that holds
-``_config.yml``), so the build does not depend on where the ``qkov`` library is installed:
-``qkov_records`` (measured records), ``qkov_tables`` (printed tables from their data),
-``qkov_figures`` (the figures' names, images and links), ``qkov_figure_info`` (the block
-below each figure), ``qkov_gallery`` (the gallery and the table of figures), ``qkov_cite``
-(BibTeX), ``qkov_pdf`` and ``qkov_explorer``.
-"""
+"""MathJax and the stylesheet served from the book (Jupyter Book's MathJax is a CDN's), the
+records (``{qkov-record} KIND``), BibTeX (``{qkov-citation}``), the repository URL from
+CITATION.cff, and the PDF (``make pdf``, before the HTML): linked from every page's download
+menu where it was built (without TeX, no link to a missing file)."""
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from importlib import resources
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent  # book/_ext: this extension and its stylesheet
+import yaml
+from docutils import nodes
+from sphinx.transforms.post_transforms import SphinxPostTransform
+from sphinx.util.docutils import SphinxDirective
+
+from qkov.artifacts import default_dir
+from qkov.figures import specs
+from qkov.plotting import png_size
+
 CSS_FILE = "qkov.css"
-MATHJAX_FILE = "tex-svg-full.js"
-MATHJAX_PATH = f"mathjax/{MATHJAX_FILE}"  # relative to _static/, as Sphinx reads it
+MATHJAX = "mathjax/tex-svg-full.js"  # under _static/; one file: every TeX extension and font
+PAPER_KEY = "vashisht26a"
+PDF = "qkov-book.pdf"  # _config.yml's latex_documents targetname, as .pdf
 
 
-def mathjax_source() -> Path:
-    source = resources.files("mathjax") / "static" / "mathjax" / "es5" / MATHJAX_FILE
-    if not source.is_file():
-        raise FileNotFoundError(
-            f"{source} is missing: install the book's dependencies with "
-            "`pip install -e '.[book]'` (django-static-mathjax)"
-        )
-    return Path(str(source))
+def built_pdf(outdir) -> Path:
+    return Path(outdir).parent / "latex" / PDF
 
 
-def _use_local_mathjax(app, config) -> None:
-    config.mathjax_path = MATHJAX_PATH
+def citation(srcdir) -> dict:
+    return yaml.safe_load((Path(srcdir) / "CITATION.cff").read_text())
 
 
-def _copy_static(app, exception) -> None:
-    """MathJax and the book's stylesheet into ``_static/``."""
-    if exception is not None or app.builder.format != "html":
-        return
-    static = Path(app.outdir) / "_static"
-    for source, target in ((mathjax_source(), static / MATHJAX_PATH),
-                           (HERE / CSS_FILE, static / CSS_FILE)):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
+def companion_bibtex(cff: dict, label: str = "", url: str = "", note: str = "") -> str:
+    """The companion's BibTeX, or figure ``label``'s (its anchor ``url``, the commit in ``note``)."""
+    url = url or cff["url"].rstrip("/") + "/"
+    names = " and ".join("{" + a["name"] + "}" if "name" in a
+                         else f"{a['family-names']}, {a['given-names']}" for a in cff["authors"])
+    fields = {"author": names, "title": cff["title"] + (f": figure {label}" if label else ""),
+              "version": cff["version"], "url": url, "howpublished": f"\\url{{{url}}}",
+              "note": "; ".join(filter(None, [note, f"code: {cff['repository-code']}"]))}
+    body = ",\n".join(f"  {k} = {{{v}}}" for k, v in fields.items())
+    return f"@misc{{qkov{'-' + label if label else ''},\n{body}\n}}"
+
+
+def figure_times(srcdir: Path):
+    rows, total = [], 0.0
+    for figure_id, spec in specs().items():
+        path = default_dir(figure_id, srcdir) / "summary.json"
+        if spec.needs_dataset and not path.is_file():
+            continue  # not run where the book is built
+        prov = json.loads(path.read_text())["provenance"]
+        total += prov["wall_time_s"]
+        rows.append([figure_id, f"{prov['wall_time_s']:.0f} s",
+                     f"{prov['machine']['cpu_model']}, {prov['machine']['cpu_count']} cores",
+                     (prov["commit"] or "?")[:10]
+                     + " with uncommitted changes" * bool(prov.get("uncommitted_changes"))])
+    rows.append(["all of them", f"{total:.0f} s", "", ""])
+    return (["figure id", "wall time", "machine", "commit"], rows,
+            "Each figure's own record of the run the book shows (its `summary.json`): the "
+            "notebook's computation, without the kernel's start-up.")
+
+
+def test_run(srcdir: Path):
+    path = srcdir / "artifacts" / "test-run.json"
+    if not path.is_file():
+        return [], [], ("No passing `make test` is recorded in this checkout yet (a passing "
+                        "run writes `artifacts/test-run.json`).")
+    r = json.loads(path.read_text())
+    return (["run", "wall time", "commit"],
+            [["make test: unit tests, nbval over every notebook, book build, browser checks",
+              f"{r['wall_time_s']:.0f} s", (r["commit"] or "?")[:10]]],
+            f"Recorded on {r['date']} ({r['machine']}) by the last passing `make test` of the "
+            "checkout that built this book (installation not included).")
+
+
+def trainer_speed(srcdir: Path):
+    r = json.loads((srcdir / "benchmarks" / "results" / "trainer-speed.json").read_text())
+    rows = [["(a) per-model baseline", f"{r['baseline_model_steps_per_s']:,.0f}", "1x"],
+            ["(b) qkov.synthetic.train, one process", f"{r['trainer_model_steps_per_s']:,.0f}",
+             f"{r['speedup_one_process']:.1f}x"],
+            [f"(c) qkov.synthetic.train, {r['workers']} worker processes",
+             f"{r['trainer_workers_model_steps_per_s']:,.0f}", f"{r['speedup_workers']:.1f}x"]]
+    return (["", "model-steps/s", "vs (a)"], rows,
+            f"Measured on {r['date']} ({r['machine']}; {r['trainer_steps']:,} steps of each of "
+            f"the {r['workload']}; best of {r['rounds']} interleaved rounds). `python "
+            "benchmarks/trainer_speed.py` prints this table and where the time of one step goes.")
+
+
+RECORDS = {"trainer-speed": trainer_speed, "figure-times": figure_times, "test-run": test_run}
+
+
+class RecordDirective(SphinxDirective):
+    """``{qkov-record} KIND``: as the measurement wrote it; missing or malformed, an error."""
+
+    required_arguments = 1
+
+    def run(self):
+        kind = self.arguments[0]
+        for path in ["benchmarks/results/trainer-speed.json", "artifacts/test-run.json",
+                     *(default_dir(f, self.env.srcdir) / "summary.json" for f in specs())]:
+            self.env.note_dependency(str(Path(self.env.srcdir, path)))
+        try:
+            header, rows, note = RECORDS[kind](Path(self.env.srcdir))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise self.error(f"qkov-record: {kind} is missing or malformed ({exc!r})") from exc
+        lines = [header, ["---"] * len(header), *rows] if rows else []
+        return self.parse_text_to_nodes("".join(f"| {' | '.join(r)} |\n" for r in lines)
+                                        + "\n" + note)
+
+
+class CitationDirective(SphinxDirective):
+    """``{qkov-citation}``: the paper's entry of the bibliography and the companion's."""
+
+    def run(self):
+        bib = "".join(Path(self.env.srcdir, f).read_text() for f in self.config.bibtex_bibfiles)
+        paper = re.search(rf"@\w+\{{{PAPER_KEY},.*?\n\}}", bib, re.S).group(0)
+        return self.parse_text_to_nodes(f"```bibtex\n{paper}\n```\n\n```bibtex\n"
+                                        f"{companion_bibtex(citation(self.env.srcdir))}\n```")
+
+
+def _config(app, config) -> None:
+    config.mathjax_path = MATHJAX
+    # In html_context, so that the HTML builder rewrites every page when the PDF comes or goes.
+    config.html_context = {**config.html_context, "qkov_pdf": built_pdf(app.outdir).is_file()}
+    # Jupyter Book refuses a repository button without a URL in _config.yml: it is off there.
+    config.html_theme_options["repository_url"] = citation(app.srcdir)["repository-code"]
+    config.html_theme_options["use_repository_button"] = True
+
+
+def _copy(app, exception) -> None:
+    if exception is None and app.builder.format == "html":
+        mathjax = resources.files("mathjax") / "static" / "mathjax" / "es5" / Path(MATHJAX).name
+        for source, target in ((mathjax, f"_static/{MATHJAX}"), (built_pdf(app.outdir), PDF),
+                               (Path(__file__).with_name(CSS_FILE), f"_static/{CSS_FILE}")):
+            if target != PDF or app.config.html_context["qkov_pdf"]:
+                Path(app.outdir, target).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(str(source), Path(app.outdir, target))
+
+
+def _pdf_button(app, pagename, templatename, context, doctree) -> None:  # after the theme's (501)
+    for button in context.get("header_buttons", []) if context.get("qkov_pdf") else []:
+        if button.get("label") == "download-buttons":
+            button["buttons"].append({"type": "link", "text": "Book (PDF)", "icon": "fas fa-book",
+                                      "url": context["pathto"](PDF, 1), "label": "download-book-pdf-button",
+                                      "tooltip": "Download the whole book as a PDF"})
+
+
+class TallFiguresFitThePage(SphinxPostTransform):
+    """A figure drawn for the book's column (the 4 x 2 heatmaps) taller than 0.9 of its width
+    is drawn 0.9 of the line width high in the PDF, to fit with its caption; no SVG link."""
+
+    default_priority = 200
+    builders = ("latex",)
+
+    def run(self, **kwargs):
+        for image in list(self.document.findall(nodes.image)):
+            if "qkov-full-size" in image.parent["classes"]:  # a link to the HTML's SVG
+                image.parent.replace_self(image)
+            path = Path(self.env.srcdir, image["uri"].lstrip("/"))
+            if path.suffix == ".png" and path.is_file() and "height" not in image:
+                width, height = png_size(path.read_bytes()[:24])
+                if height > 0.9 * width:
+                    image["height"] = "90%"
 
 
 def setup(app):
-    mathjax_source()  # fail at start, not after a long build, if MathJax is not installed
     app.add_css_file(CSS_FILE)
-    app.connect("config-inited", _use_local_mathjax, priority=900)
-    app.connect("build-finished", _copy_static)
+    app.add_directive("qkov-record", RecordDirective)
+    app.add_directive("qkov-citation", CitationDirective)
+    app.connect("config-inited", _config, priority=900)
+    app.connect("build-finished", _copy)
+    app.connect("html-page-context", _pdf_button, priority=502)
+    app.add_post_transform(TallFiguresFitThePage)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

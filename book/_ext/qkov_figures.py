@@ -1,30 +1,22 @@
-"""The figures as the book shows them, made from the figures' specs
-(``qkov.figures.specs()``: one ``FigureSpec`` per figure module).
-
-Every drawing of every spec (``figure.png``, labelled by the figure's id, and each extra
-``Drawing``, ``figure-<name>.png``, labelled ``<id>-<name>``) has one name in the book:
-"Fig. 2 (reproduced)" for a drawing that reproduces one of the paper's
-(``Drawing.reproduces``), C1, C2, ... for the companion's own, in book order (the page that
-shows each, then its notebook, as ``_toc.yml`` lists them). Sphinx's own figure numbers are
-removed, so no other numbering competes; equations keep theirs. A chapter shows a drawing
-where its text discusses it with ``{qkov-figure} LABEL`` (the caption as content; the image
-is the figure's PNG, with the spec's alt text, opening its SVG when clicked) and cites it
-with ``{qkov-fig}`LABEL``` (a link titled by its name). The files are read from
-``$QKOV_ARTIFACTS/<figure-id>/`` when that is set (the tests), else from
-``artifacts/<figure-id>/`` of the source folder; a canonical set that is not whole or not
-at the figure's defaults fails the strict build.
-"""
+"""The figures, from their specs (``qkov.figures.specs()``): a new figure needs no edit here.
+Each drawing has one name: "Fig. 2 (reproduced)", or C1, C2, ... in book order. ``{qkov-figure}
+LABEL`` shows it with its downloads, regenerate command, provenance, BibTeX and code;
+``{qkov-fig}`LABEL``` cites it; ``{qkov-gallery}`` and ``{qkov-figure-table}`` list all. Files
+are read from ``$QKOV_ARTIFACTS/<id>/`` or ``artifacts/<id>/``, only as whole canonical sets."""
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
 from docutils import nodes
 from docutils.parsers.rst import directives
-from qkov_nodes import _source_path
+from qkov_book import PAPER_KEY, citation, companion_bibtex
 from sphinx import addnodes
+from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
@@ -38,305 +30,308 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class BookFigure:
-    """One drawing of a figure as the book shows it: ``label`` (its anchor and the id
-    readers cite, ``spec.label(drawing)``) and ``folder``, where its files are."""
-
     spec: FigureSpec
     drawing: Drawing
     folder: Path
-    name: str = ""  # what the book calls it: "Fig. 2 (reproduced)" or "C1" (book_figures)
+    name: str  # "Fig. 2 (reproduced)" or "C1"
 
     @property
-    def label(self) -> str:
+    def label(self) -> str:  # its anchor, and the id readers cite
         return self.spec.label(self.drawing)
 
-    @property
-    def stem(self) -> str:
-        return self.drawing.stem
+    def file(self, suffix: str) -> Path:
+        return self.folder / f"{self.drawing.stem}.{suffix}"
 
-    @property
-    def reproduces(self) -> str | None:
-        """The paper figure it reproduces ("paper Fig. 2"), or None: the companion's own."""
-        return self.drawing.reproduces
-
-    @property
-    def alt(self) -> str:
-        """What the figure shows, in words, for readers who cannot see it."""
-        return getattr(self.drawing, "alt", "") or f"figure {self.label}"
-
-    @property
-    def module_file(self) -> str:
-        """Its figure module's file, relative to the repository root."""
-        return f"lib/qkov/figures/{self.spec.module}.py"
-
-    @property
-    def drawn(self) -> bool:
-        """Whether the book has its files to show: always, except for a figure that needs
-        a dataset (which cannot be downloaded where the book is built) and was not run."""
-        return not self.spec.needs_dataset or (self.folder / "summary.json").is_file()
-
-    def downloads(self, srcdir: Path) -> list[tuple[str, Path]]:
-        """(text, file) of every file a reader may want; ``srcdir``: the book's source."""
-        files = [(fmt.upper(), self.folder / f"{self.stem}.{fmt}") for fmt in DRAWING_FORMATS]
-        files += [(name, self.folder / name) for name in ("data.csv", *self.spec.tables)]
-        files += [("summary.json", self.folder / "summary.json"),
-                  ("notebook", Path(srcdir) / self.spec.notebook)]
-        return files
-
-
-def toc_order(config) -> list[str]:
-    """The book's documents in reading order (the ``_toc.yml`` that sphinx-external-toc
-    parsed into ``config.external_site_map``); [] without one."""
-    site_map = getattr(config, "external_site_map", None)
-    if site_map is None:
-        return []
-    order: list[str] = []
-
-    def walk(docname: str) -> None:
-        if docname in order or docname not in site_map:
-            return
-        order.append(docname)
-        for tree in site_map[docname].subtrees:
-            for child in tree.files():
-                walk(child)
-
-    walk(site_map.root.docname)
-    return order
-
-
-def ordered_specs(order: list[str]) -> list[FigureSpec]:
-    """Every spec, in the book's order: by where the page that shows it stands in ``order``,
-    then its notebook; figures the book does not list last, by id."""
-    def position(spec: FigureSpec) -> tuple[int, int, str]:
-        where = [order.index(d) if d in order else len(order)
-                 for d in (spec.page, spec.notebook.removesuffix(".ipynb"))]
-        return (*where, spec.id)
-
-    return sorted(specs().values(), key=position)
-
-
-def book_figures(srcdir: Path, order: list[str]) -> dict[str, BookFigure]:
-    """Every drawing of every spec, by label, in the book's order (``order``: the documents
-    in reading order, :func:`toc_order`); a figure's main drawing first, then its others."""
-    # $QKOV_ARTIFACTS when set (the tests: nbval writes there), else the source's artifacts/.
-    figures, own = {}, 0
-    for spec in ordered_specs(list(order)):
-        for drawing in spec.drawings:
-            own += drawing.reproduces is None
-            name = (reproduction_name(drawing.reproduces, spec.needs_dataset)
-                    if drawing.reproduces else f"C{own}")
-            figures[spec.label(drawing)] = BookFigure(spec, drawing, default_dir(spec.id, srcdir),
-                                                      name)
-    return figures
+    def downloads(self, srcdir) -> list[tuple[str, Path]]:
+        return [*((fmt.upper(), self.file(fmt)) for fmt in DRAWING_FORMATS),
+                *((name, self.folder / name) for name in ("data.csv", *self.spec.tables,
+                                                          "summary.json")),
+                ("notebook", Path(srcdir, self.spec.notebook))]
 
 
 def reproduction_name(reproduces: str, pipeline: bool = False) -> str:
-    """The book's name for a drawing that reproduces one of the paper's: "paper Fig. 2" is
-    "Fig. 2 (reproduced)", "paper Fig. 2 (its spread over seeds)" is "Fig. 2 (reproduced;
-    its spread over seeds)"; with ``pipeline`` (its data cannot be had where the book is
-    built, so nothing was reproduced here) "Section 5 (HateXplain; pipeline)". The
-    companion's own figures are C1, C2, ... in book order."""
+    """"paper Fig. 2 (x)": "Fig. 2 (reproduced; x)", or "Fig. 2 (x; pipeline)" not run here."""
     base, _, extra = reproduces.removeprefix("paper ").partition(" (")
-    base, extra = f"{base[:1].upper()}{base[1:]}", extra.removesuffix(")")
+    base, extra = base[:1].upper() + base[1:], extra.removesuffix(")")
     if pipeline:
         return f"{base} ({extra + '; ' if extra else ''}pipeline)"
     return f"{base} (reproduced{'; ' + extra if extra else ''})"
 
 
-def _book_figures(env) -> dict[str, BookFigure]:
-    return book_figures(Path(env.srcdir), toc_order(env.config))
+def book_figures(srcdir, order: list[str]) -> dict[str, BookFigure]:
+    """Every drawing by label, in book order: by the page that shows it, then its notebook."""
+    def position(spec):
+        return (*(order.index(d) for d in (spec.page, spec.notebook.removesuffix(".ipynb"))),
+                spec.id)
+
+    figures, own = {}, 0
+    for spec in sorted(specs().values(), key=position):
+        for drawing in spec.drawings:
+            own += drawing.reproduces is None
+            name = (reproduction_name(drawing.reproduces, spec.needs_dataset)
+                    if drawing.reproduces else f"C{own}")
+            figures[spec.label(drawing)] = BookFigure(spec, drawing,
+                                                      default_dir(spec.id, srcdir), name)
+    return figures
 
 
-def set_problems(srcdir: Path) -> list[str]:
-    """What is wrong with the figures' canonical sets the book would show: a set that is not
-    whole (a file missing or differing from the digest its summary.json records) or whose
-    parameters are not the figure's defaults (input paths aside; such a run belongs in a run
-    folder). A figure that was not run is no problem here (its page says so)."""
+def _figures(env) -> dict[str, BookFigure]:
+    return book_figures(env.srcdir, list(env.config.external_site_map))  # as _toc.yml lists them
+
+
+def set_problems(srcdir) -> list[str]:
+    """Each canonical set the book would show that is not whole or not at the defaults."""
     problems = []
     for spec in specs().values():
         folder = default_dir(spec.id, srcdir)
-        if not folder.exists():
-            continue
         try:
-            summary = verify_set(folder)
-        except ValueError as exc:
+            custom = folder.exists() and not_canonical(verify_set(folder).get("parameters", {}),
+                                                       module(spec.id).Parameters.defaults())
+        except ValueError as exc:  # not whole: a file missing or not as its digest says
             problems.append(str(exc))
             continue
-        custom = not_canonical(summary.get("parameters", {}),
-                               module(spec.id).Parameters.defaults())
         if custom:
             problems.append(f"{folder}: made with parameters other than the figure's defaults "
-                            f"({', '.join(custom)}), so it is not the figure; move it away and "
-                            "regenerate the figure (make figures; a figure that needs a "
-                            f"dataset: its notebook with -p artifacts_dir {folder})")
+                            f"({', '.join(custom)}); move it away and regenerate the figure")
     return problems
 
 
 def _verify_sets(app) -> None:
-    """A warning per canonical set that is not whole or not at the defaults: the strict
-    build (-W, as `make book` and the tests build) then refuses to finish, and with
-    --keep-going reports every problem of the book at once."""
-    for problem in set_problems(Path(app.srcdir)):
+    for problem in set_problems(app.srcdir):
         logger.warning(f"the book cannot show this figure's files: {problem}")
 
 
-def read_summary(path: Path) -> dict:
-    """A figure's summary.json; a clear error naming the file if it is not one."""
-    try:
-        summary = json.loads(Path(path).read_text())
-        summary["parameters"], summary["provenance"]  # noqa: B018 (both must be there)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path} is missing or not a figure summary ({exc!r}); "
-                         "regenerate the figure (see the reproducibility page)") from exc
-    return summary
+def source_path(path: Path, srcdir) -> str:
+    """As Sphinx names a source file ("/..": $QKOV_ARTIFACTS outside the source folder)."""
+    return "/" + Path(os.path.relpath(Path(path).resolve(), Path(srcdir).resolve())).as_posix()
+
+
+def ref(figure: BookFigure, text: str = "") -> str:
+    """MyST linking the figure; plain text for one that needs a dataset (shown on no page)."""
+    text = text or figure.name
+    return text if figure.spec.needs_dataset else f"{{ref}}`{text} <{figure.label}>`"
+
+
+def ref_node(figure: BookFigure) -> nodes.Node:
+    if figure.spec.needs_dataset:
+        return nodes.Text(figure.name)
+    return addnodes.pending_xref("", nodes.Text(figure.name), refdomain="std", reftype="ref",
+                                 reftarget=figure.label, refexplicit=True, refwarn=True)
+
+
+def download_line(figure: BookFigure, srcdir, full_size: str = "") -> str:
+    """The downloads as MyST; a missing file is Sphinx's warning, naming page and file."""
+    return f"`{figure.label}` {full_size}**Download:** " + " · ".join(
+        f"{{download}}`{text} <{source_path(path, srcdir)}>`"
+        for text, path in figure.downloads(srcdir))
 
 
 class FigureDirective(SphinxDirective):
-    """``{qkov-figure} LABEL`` with the caption as content: the figure where a chapter
-    discusses it, from its files in the figure's folder (the PNG, with the spec's alt
-    text). The figure gets the label as its name, so FigureBlocks gives it its headline and
-    info block. With ``:echo:`` it is a copy shown elsewhere (the introduction): no name and
-    no block, and the caption ends with a link to the figure in its chapter."""
+    """``{qkov-figure} LABEL`` (content: its caption); ``:echo:``, a copy linking the figure."""
 
     required_arguments = 1
     has_content = True
     option_spec = {"echo": directives.flag}
 
     def run(self):
-        label = self.arguments[0]
-        figures = _book_figures(self.env)
-        if label not in figures:
-            raise self.error(f"qkov-figure: unknown figure {label!r}; expected one of "
-                             f"{', '.join(figures)}")
-        figure = figures[label]
-        if not figure.drawn:
-            note = nodes.admonition(classes=["note"])
-            note += nodes.title(text=f"{figure.name}: not run here")
-            note += nodes.paragraph(text="It needs a dataset that cannot be downloaded where "
-                                    "the book is built; its notebook says how to run it.")
-            return [note]
-        png = figure.folder / f"{figure.stem}.png"
-        node = nodes.figure(classes=["qkov-figure"])
-        node += nodes.image(uri=_source_path(png, Path(self.env.srcdir)), alt=figure.alt)
-        caption = nodes.caption()
+        figures, srcdir, docname = _figures(self.env), self.env.srcdir, self.env.docname
+        if self.arguments[0] not in figures:
+            raise self.error(f"qkov-figure: unknown figure {self.arguments[0]!r}")
+        figure = figures[self.arguments[0]]
+        svg, _ = self.env.relfn2path(source_path(figure.file("svg"), srcdir), docname)
+        svg = "../" * docname.count("/") + "_downloads/" + self.env.dlfiles.add_file(docname, svg)
+        node = nodes.figure("", nodes.reference("", "", nodes.image(
+            uri=source_path(figure.file("png"), srcdir), alt=figure.drawing.alt),
+            refuri=svg, classes=["qkov-full-size"]), classes=["qkov-figure"])
         parsed = nodes.Element()
         self.state.nested_parse(self.content, self.content_offset, parsed)
-        paragraphs = list(parsed.children)
-        if not paragraphs or not isinstance(paragraphs[0], nodes.paragraph):
-            raise self.error(f"qkov-figure {label}: expected a caption paragraph as content")
-        caption += paragraphs[0].children
-        node += caption
-        if len(paragraphs) > 1:
-            node += nodes.legend("", *paragraphs[1:])
+        caption = nodes.caption("", "", nodes.strong(text=figure.name + ". ",
+                                                     classes=["qkov-headline"]),
+                                *parsed.children[0].children)
+        node += [caption, *[nodes.legend("", *parsed.children[1:])] * (len(parsed) > 1)]
         if "echo" in self.options:
-            caption.insert(0, nodes.strong(text=figure.name + ". "))
-            caption += [nodes.Text(" Its files, provenance and citation: "),
-                        _FigureLink("", nodes.Text(figure.name), label=label, optional=False),
+            caption += [nodes.Text(" Its files, provenance and citation: "), ref_node(figure),
                         nodes.Text(".")]
-        else:
-            self.options["name"] = label
-            self.add_name(node)
-        node.line = self.lineno
-        return [node]
+            return [node]
+        self.options["name"] = figure.label
+        self.add_name(node)
+        return [node, *self.parse_text_to_nodes(self.block(figure, svg))]
+
+    def block(self, figure: BookFigure, svg: str) -> str:
+        """The downloads on one line; the command, provenance, BibTeX and code folded below."""
+        summary = json.loads((figure.folder / "summary.json").read_text())
+        prov, srcdir, spec = summary["provenance"], self.env.srcdir, figure.spec
+        source = f"lib/qkov/figures/{spec.module}.py"
+        reproduces = figure.drawing.reproduces
+        state = input_state(prov).replace("_", "\\_")  # (LaTeX)
+        note = (f"Figure {figure.label}, " + (f"reproduces {reproduces} of" if reproduces
+                                              else "the companion's own figure, on")
+                + f" \\cite{{{PAPER_KEY}}}; commit {(prov.get('commit') or 'unknown')[:12]}"
+                + (f" with {state}" if state else ""))
+        url = f"{citation(srcdir)['url'].rstrip('/')}/{self.env.docname}.html#{figure.label}"
+        full_size = f'<a class="qkov-open-full" href="{svg}">Open full size</a> · '
+        return f"""
+:::{{container}} qkov-figure-info
+:name: {figure.label}-info
+
+{download_line(figure, srcdir, full_size)}
+
+<details class="qkov-details"><summary>Regenerate, provenance, cite, code</summary>
+
+**Regenerate** (from the repository root; the first line re-runs this run's parameters, the
+second the notebook's defaults through the pipeline):
+
+```bash
+{papermill_command(figure, summary["parameters"])}
+snakemake --cores 2 {spec.module}
+```
+
+**Provenance** (from summary.json): {provenance_text(prov, summary["parameters"])}
+
+**Cite this figure** as {figure.label}, with the paper (its entry is on {{doc}}`/book/cite`):
+
+```bibtex
+{companion_bibtex(citation(srcdir), figure.label, url, note)}
+```
+
+**Code:** the notebook calls `qkov.figures.{spec.module}` ({{download}}`{source} </{source}>`);
+the core of the library (the models, their gradient and training step, the reduced dynamics,
+the language measures), shown from its source: {{doc}}`/book/core`.
+
+</details>
+:::
+"""
 
 
 def figure_role(name, rawtext, text, lineno, inliner, options=None, content=None):
-    """``{qkov-fig}`LABEL``: a link to a figure, titled by its name ("Fig. 2 (reproduced)",
-    "C3"), the one way the book numbers figures."""
     env = inliner.document.settings.env
-    figures = _book_figures(env)
-    if text not in figures:
-        logger.warning(f"qkov-fig: unknown figure {text!r}; expected one of "
-                       f"{', '.join(figures)}", location=(env.docname, lineno))
+    if (figure := _figures(env).get(text)) is None:
+        logger.warning(f"qkov-fig: unknown figure {text!r}", location=(env.docname, lineno))
         return [nodes.Text(text)], []
-    figure = figures[text]
-    return [_FigureLink("", nodes.Text(figure.name), label=text,
-                        optional=figure.spec.needs_dataset)], []
+    return [ref_node(figure)], []
+
+
+def papermill_command(figure: BookFigure, parameters: dict) -> str:
+    """Re-runs the notebook with ``parameters``: numbers and text as -p, the rest as one -y."""
+    plain, structured = [], {}
+    for name, value in parameters.items():
+        if (name, value) in (("artifacts_dir", None), ("allow_long", False)):
+            continue
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+            plain += ["-p", name, str(value)]
+        else:
+            structured[name] = value
+    return shlex.join(["papermill", figure.spec.notebook, f"{figure.spec.id}-run.ipynb", *plain,
+                       *(["-y", json.dumps(structured)] if structured else [])])
+
+
+def input_state(prov: dict) -> str:
+    """How the inputs stood against the commit ("" when they were the commit's)."""
+    changed = [what for what in ("library", "notebook") if prov.get(f"{what}_changed")]
+    custom = prov.get("custom_parameters")
+    return "; ".join(filter(None, [
+        prov.get("uncommitted_changes") and "uncommitted changes"
+        + (f" ({', '.join(changed)})" if changed else ""),
+        custom and "parameters other than the defaults: " + ", ".join(custom)]))
+
+
+def provenance_text(prov: dict, parameters: dict) -> str:
+    m, state = prov.get("machine", {}), input_state(prov)
+    seeds = [f"{k} = {json.dumps(v)}" for k, v in parameters.items() if "seed" in k]
+    return "; ".join([
+        f"commit {(prov.get('commit') or 'unknown')[:12]}" + (f" with {state}" if state else "")
+        + f", qkov {prov.get('qkov_version')}",
+        f"Python {prov.get('python')}, NumPy {prov.get('numpy')}, PyTorch {prov.get('torch')}",
+        f"wall time {prov['wall_time_s']:.1f} s on {m.get('platform')} ({m.get('cpu_model')}, "
+        f"{m.get('cpu_count')} CPUs, {m.get('torch_threads')} PyTorch threads, kernels "
+        f"{m.get('torch_cpu_capability')}, MKL_CBWR {m.get('mkl_cbwr')}, {m.get('dtype')})",
+        "seeds: " + "; ".join(seeds) if seeds else "no random seeds (deterministic)"]) + "."
 
 
 def _unnumber_figures(app, env) -> list[str]:
-    """Sphinx numbers figures by section ("3.1"); the book names them instead (C1, "Fig. 2
-    (reproduced)"), so no figure gets a Sphinx number: one numbering. Equations keep theirs.
-    (Sphinx recomputes the numbers on every build and, finding them changed, rewrites the
-    pages with figures: harmless.)"""
+    """The book names figures; Sphinx numbers none of them (equations keep their numbers)."""
     for numbers in env.toc_fignumbers.values():
         numbers.pop("figure", None)
     return []
 
 
-class _FigureLink(nodes.General, nodes.Element):
-    """A link to a figure, resolved once every page has been read. ``optional``: a figure
-    that may be shown on no page (it needs a dataset): then plain text, not a warning."""
+class GalleryDirective(SphinxDirective):
+    """Every drawn figure: its thumbnail and name linking it, its caption and downloads."""
+
+    def run(self):
+        for docname in self.env.found_docs:  # re-read when a page (a caption, a glued value) changes
+            self.env.note_dependency(self.env.doc2path(docname))
+        entries, here = [], Path(self.env.docname).parent
+        for figure in _figures(self.env).values():
+            if figure.spec.needs_dataset and not (figure.folder / "summary.json").is_file():
+                continue  # not run where the book is built
+            target = f":target: {os.path.relpath(figure.spec.page, here)}.html#{figure.label}"
+            own = "" if figure.drawing.reproduces else " — the companion's own figure"
+            [entry] = self.parse_text_to_nodes(f"""
+::::{{container}} qkov-gallery-item
+:name: gallery-{figure.label}
+
+```{{image}} {source_path(figure.file("png"), self.env.srcdir)}
+:alt: {figure.drawing.alt}
+:class: qkov-thumbnail
+{target * (not figure.spec.needs_dataset)}
+```
+
+**{ref(figure)}**{own}
+
+{download_line(figure, self.env.srcdir)}
+::::
+""")
+            entry.insert(-1, nodes.paragraph(classes=["qkov-gallery-caption"], qkov=figure.label))
+            entries.append(entry)
+        # The captions copied in may hold math: an empty formula makes Sphinx load MathJax.
+        return [nodes.container("", *entries, classes=["qkov-gallery"]),
+                nodes.paragraph("", "", nodes.math("", ""), classes=["qkov-hidden"])]
 
 
-def _resolve_figure_links(app, doctree, docname) -> None:
-    """Links to figures and gallery captions; a figure image that opens its SVG when
-    clicked."""
-    from sphinx.util.osutil import relative_uri
+class GalleryCaptions(SphinxPostTransform):
+    """Each figure's caption, from its chapter, before myst-nb fills in glued values (priority
+    5); chapters and gallery are in book/, so the captions' relative links hold in both."""
 
-    store = getattr(app.env, "qkov_figures", {})
-    for node in list(doctree.findall(_FigureLink)):
-        label = node["label"]
-        if label not in store:
-            if not node.get("optional"):
-                logger.warning(f"figure {label} is not shown on any page of the book",
-                               location=(docname, node.line or 0))
-            node.replace_self(node.children)
-            continue
-        uri = app.builder.get_relative_uri(docname, store[label]["docname"]) + "#" + label
-        node.replace_self(nodes.reference("", "", *node.children, refuri=uri,
-                                          internal=True))
-    if app.builder.format != "html":
-        return
-    figures = _book_figures(app.env)
-    for figure_node in doctree.findall(nodes.figure):
-        labels = [n for n in figure_node["names"] if n in figures]
-        image = figure_node.next_node(nodes.image)
-        if not labels or image is None or isinstance(image.parent, nodes.reference):
-            continue
-        figure = figures[labels[0]]
-        svg = _source_path(figure.folder / f"{figure.stem}.svg", Path(app.srcdir))
-        for ref in doctree.findall(addnodes.download_reference):
-            if ref["reftarget"] == svg and "filename" in ref:
-                dlpath = relative_uri(app.builder.get_target_uri(docname), "_downloads")
-                link = nodes.reference("", "", refuri=f"{dlpath}/{ref['filename']}",
-                                       classes=["qkov-full-size"])
-                image.replace_self(link)
-                link += image
-                _add_full_size_link(doctree, figure.label, link["refuri"])
-                break
+    default_priority = 4
+
+    def run(self, **kwargs):
+        labels = self.env.get_domain("std").anonlabels
+        for para in list(self.document.findall(lambda n: "qkov" in getattr(n, "attributes", ()))):
+            if para["qkov"] in labels:
+                docname, anchor = labels[para["qkov"]]
+                caption = self.env.get_doctree(docname).ids[anchor].next_node(nodes.caption)
+                para += [child.deepcopy() for child in caption.children[1:]]  # not its headline
+            else:
+                para += nodes.Text("Not shown on a page of the book: its notebook is stored "
+                                   "without a figure (it needs a dataset).")
 
 
-def _add_full_size_link(doctree, label: str, uri: str) -> None:
-    """A visible "Open full size" link (the SVG, opened in the browser, not downloaded) in
-    the figure's download line, after its id."""
-    for para in doctree.findall(nodes.paragraph):
-        if "qkov-downloads" in para["classes"] and f"{label}-info" in para.parent["ids"]:
-            para.insert(1, nodes.Text(" · "))
-            para.insert(1, nodes.reference("", "Open full size", refuri=uri,
-                                           classes=["qkov-open-full"]))
-            para.insert(1, nodes.Text(" "))
-            return
+class FigureTableDirective(SphinxDirective):
+    """A row per spec, in book order (a dataset's "yes" links the page that says where)."""
 
-
-def _purge_figures(app, env, docname) -> None:
-    store = getattr(env, "qkov_figures", {})
-    for label in [k for k, v in store.items() if v["docname"] == docname]:
-        del store[label]
-
-
-def _merge_figures(app, env, docnames, other) -> None:
-    env.__dict__.setdefault("qkov_figures", {}).update(
-        {k: v for k, v in getattr(other, "qkov_figures", {}).items() if v["docname"] in docnames})
+    def run(self):
+        rows = [["figure id", "notebook", "reproduces", "reads", "needs a dataset"]]
+        for figure in _figures(self.env).values():
+            spec = figure.spec
+            if figure.label == spec.id:
+                rows.append([
+                    ref(figure, spec.id), f"{{doc}}`{spec.notebook} </{spec.notebook[:-6]}>`",
+                    "; ".join(f"`{spec.label(d)}`: " * (len(spec.drawings) > 1)
+                              + (d.reproduces or "none (the companion's own)") for d in spec.drawings),
+                    ", ".join(f"`{read}`" for read in spec.reads) or "nothing",
+                    f"{{doc}}`yes </{spec.page}>`" if spec.needs_dataset else "no"])
+        return self.parse_text_to_nodes(":::{list-table}\n:header-rows: 1\n:class: qkov-figure-table"
+                                        "\n\n" + "".join("* - " + "\n  - ".join(row) + "\n"
+                                                         for row in rows) + ":::")
 
 
 def setup(app):
     app.add_directive("qkov-figure", FigureDirective)
+    app.add_directive("qkov-gallery", GalleryDirective)
+    app.add_directive("qkov-figure-table", FigureTableDirective)
     app.add_role("qkov-fig", figure_role)
-    app.add_node(_FigureLink)
+    app.add_post_transform(GalleryCaptions)
     app.connect("builder-inited", _verify_sets)
-    app.connect("doctree-resolved", _resolve_figure_links)
-    app.connect("env-purge-doc", _purge_figures)
-    app.connect("env-merge-info", _merge_figures)
     app.connect("env-get-updated", _unnumber_figures, priority=900)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
+    return {"env_version": 1, "parallel_read_safe": True, "parallel_write_safe": True}
