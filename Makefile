@@ -47,13 +47,11 @@ data: $(INSTALLED) npm
 # The book as one PDF (Debian's TeX) before the HTML book, whose pages then link it.
 pdf: $(INSTALLED) tex
 	@rm -f $(PDF) _build/html/qkov-book.pdf && mkdir -p _build; \
-	if command -v xelatex >/dev/null && command -v latexmk >/dev/null && command -v xindy >/dev/null; then \
-		echo "Building $(PDF) (log: _build/pdf.log)"; \
-		LATEXOPTS="-interaction=nonstopmode -halt-on-error" \
-		$(BIN)/jupyter-book build . --builder pdflatex $(BOOK_FLAGS) >_build/pdf.log 2>&1 \
-		|| { tail -n 40 _build/pdf.log; echo "The PDF build failed: see _build/pdf.log" >&2; exit 1; }; \
-	else \
+	if ! command -v xelatex >/dev/null || ! command -v latexmk >/dev/null || ! command -v xindy >/dev/null; then \
 		echo "Skipping the PDF of the book (no xelatex, latexmk or xindy); the HTML book will not link one" >&2; \
+	elif ! LATEXOPTS="-interaction=nonstopmode -halt-on-error" $(BIN)/jupyter-book build . \
+		--builder pdflatex $(BOOK_FLAGS) >_build/pdf.log 2>&1; then \
+		tail -n 40 _build/pdf.log; echo "The PDF build failed: see _build/pdf.log" >&2; exit 1; \
 	fi
 
 # Debian's packages that make data (npm), the browser checks (chromium), tests/test_slurm.py and

@@ -57,22 +57,17 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"{name}: {doc}")
 
 
-def tier(item) -> str:
-    name = FILE_TIERS.get(item.path.name, "unit")
-    if item.path.suffix == ".ipynb" or item.get_closest_marker("notebook") or (
-            name == "unit" and "run_tool" in getattr(item, "fixturenames", ())):
-        return "notebook"
-    return name
-
-
 def pytest_collection_modifyitems(items):
     from qkov.figures import specs
 
+    for item in items:
+        tier = FILE_TIERS.get(item.path.name, "unit")
+        item.add_marker("notebook" if item.path.suffix == ".ipynb" or item.get_closest_marker(
+            "notebook") or tier == "unit" and "run_tool" in getattr(item, "fixturenames", ())
+            else tier)
     # nbval re-executes each notebook into $QKOV_ARTIFACTS: after those whose files it reads.
     order = {figure: k for k, figure in enumerate(TopologicalSorter(
         {f: {read.split("/")[0] for read in s.reads} for f, s in specs().items()}).static_order())}
-    for item in items:
-        item.add_marker(tier(item))
     items.sort(key=lambda item: (item.path.name in BOOK_TESTS, order.get(item.path.stem, -1)
                                  if item.path.suffix == ".ipynb" else -1))
 

@@ -44,15 +44,13 @@ def texts_close(stored: str, fresh: str) -> bool:
 
 
 def _fields(outputs) -> list[tuple[str, str, str]]:
-    """(output kind, key, value) of every output, streams joined as nbval joins them; images
+    """(output kind, key, text) of every output, streams joined as nbval joins them; images
     left out (a glued figure is compared as the numbers printed beside it)."""
     fields = []
     for out in coalesce_streams(copy.deepcopy(outputs)):
-        if out.output_type in ("stream", "error"):
-            fields.append((out.output_type, out.get("name", out.get("ename")),
-                           out.get("text", out.get("evalue"))))
+        data = {out.name: out.text} if out.output_type == "stream" else out.get("data", {})
         fields += [(out.output_type, key, value if isinstance(value, str) else json.dumps(
-            value, sort_keys=True)) for key, value in sorted(out.get("data", {}).items())
+            value, sort_keys=True)) for key, value in sorted(data.items())
             if not key.endswith(("png", "jpeg"))]
     return fields
 

