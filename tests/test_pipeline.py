@@ -5,11 +5,13 @@ import copy
 import os
 import re
 import shutil
+import subprocess
 import time
 
 import nbformat
+import pytest
 
-from conftest import REPO
+from conftest import BIN, REPO
 from nbval_tolerance import texts_close
 from qkov.figures import specs
 from qkov_tools.notebooks import strip
@@ -105,6 +107,17 @@ def test_nbval_compares_exactly_or_within_the_tolerance_where_tagged(run_tool, t
     assert "differ beyond the tolerance" in out and "mu_ov 0.5688" in out
     notebook(tmp_path / "alone.ipynb", ["nbval-tolerance"], *CASES["exact"][1:4])
     assert "must also be tagged nbval-ignore-output" in pytest_("alone.ipynb")
+
+
+@pytest.mark.notebook
+def test_a_notebook_validates_alone_as_in_the_suite():
+    """`pytest notebooks/<id>.ipynb` gets the suite's environment (tests/pipeline_env.py):
+    without the pipeline's mode the figure would say it wrote a run folder, not as stored."""
+    result = subprocess.run(
+        [BIN / "pytest", "-p", "no:cacheprovider", "notebooks/model-schematic.ipynb"], cwd=REPO,
+        env={k: v for k, v in os.environ.items() if not k.startswith("QKOV_")},
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:]
 
 
 def test_the_tolerance_is_last_digits_and_a_looser_half_width_not_more():

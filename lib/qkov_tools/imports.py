@@ -9,16 +9,10 @@ import grimp
 import nbformat
 from IPython.core.inputtransformer2 import TransformerManager
 
-from qkov.artifacts import repo_root
-
 
 @cache
-def _graph() -> grimp.ImportGraph:
+def graph() -> grimp.ImportGraph:
     return grimp.build_graph("qkov", "qkov_tools", cache_dir=None)
-
-
-def library_modules() -> list[str]:
-    return sorted(_graph().modules)
 
 
 def notebook_imports(path: str | Path) -> set[str]:
@@ -35,13 +29,13 @@ def notebook_imports(path: str | Path) -> set[str]:
     return names
 
 
-def library_inputs(notebook: str | Path, root: str | Path | None = None) -> list[str]:
+def library_inputs(notebook: str | Path, root: str | Path) -> list[str]:
     """The library files (relative to ``root``) of the modules a notebook imports, of theirs,
     transitively, and of the packages above each: Snakemake re-runs a figure when one of them
     changes, and only then (editing the book's extension or the sweeps re-runs no training)."""
-    root, graph = Path(root or repo_root()), _graph()
-    modules = ({"qkov"} | notebook_imports(root / notebook)) & graph.modules
-    modules |= set().union(*map(graph.find_upstream_modules, modules))
+    root, imports = Path(root), graph()
+    modules = ({"qkov"} | notebook_imports(root / notebook)) & imports.modules
+    modules |= set().union(*map(imports.find_upstream_modules, modules))
     modules |= {m.rsplit(".", k)[0] for m in modules for k in range(1, m.count(".") + 1)}
     return sorted(f"lib/{m.replace('.', '/')}" + ("/__init__.py" if (root / "lib" / m.replace(
         ".", "/")).is_dir() else ".py") for m in modules)
