@@ -46,8 +46,7 @@ def _literal(value) -> str:
 
 
 def parameters_source(parameters: type) -> str:
-    """A figure's parameters cell: a line per field of its ``FigureParameters``, with its
-    default and what it means."""
+    """A figure's parameters cell: each field of its ``FigureParameters``, default and doc."""
     fields, defaults = {f.name: f for f in dataclasses.fields(parameters)}, parameters.defaults()
     kinds = {n: f.type if isinstance(f.type, str) else f.type.__name__ for n, f in fields.items()}
     return "\n".join([PARAMETERS] + [
@@ -74,8 +73,7 @@ def generate_cells(path: Path) -> None:
 
 
 def strip(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Without papermill's and nbclient's timestamps and durations, and the stderr (progress
-    bars) of cells tagged remove-stderr."""
+    """Without run timestamps and durations, or the progress bars of cells tagged remove-stderr."""
     from nbstripout import strip_output
 
     nb = strip_output(nb, keep_output=True, keep_count=True, keep_id=True, extra_keys=[
@@ -91,8 +89,8 @@ def store(nb: nbformat.NotebookNode, path: Path) -> None:
 
 
 def run(notebook: Path, output: Path | None = None, parameters: dict | None = None) -> None:
-    """Execute ``notebook`` in the repository and store it at ``output`` (default: in place,
-    so the stored outputs are the latest run); a failed run leaves it untouched."""
+    """Execute ``notebook`` and store it at ``output`` (default: in place); a failed run
+    leaves it untouched."""
     import papermill
 
     with tempfile.TemporaryDirectory() as tmp:
