@@ -1,11 +1,11 @@
-"""Shared test set-up: tools, tiers, the figures' files the book tests read. The session's
-environment (a temporary $QKOV_ARTIFACTS, the pipeline's mode) is set by the plugin
-tests/pipeline_env.py, which notebooks validated alone get too."""
+"""Shared test set-up: the tools fixture, the tiers, the figures' files the book tests read.
+The session's environment is tests/pipeline_env.py's (notebooks validated alone get it too)."""
 
 import os
 import shutil
 import subprocess
 import sys
+from graphlib import TopologicalSorter
 from pathlib import Path
 
 import pytest
@@ -21,119 +21,78 @@ def run_tool():
     """Run a command-line tool of the project's environment (papermill, snakemake, ...)."""
 
     def run(tool, *args, cwd=REPO, check=True, timeout=600, env=None):
-        result = subprocess.run(
-            [str(BIN / tool), *map(str, args)], cwd=cwd, capture_output=True, text=True,
-            timeout=timeout, env=None if env is None else {**os.environ, **env},
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(
-                f"{tool} {' '.join(map(str, args))} exited {result.returncode}\n"
-                f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-            )
+        result = subprocess.run([str(BIN / tool), *map(str, args)], cwd=cwd, text=True,
+                                capture_output=True, timeout=timeout,
+                                env=None if env is None else {**os.environ, **env})
+        assert not check or result.returncode == 0, (
+            f"{tool} {' '.join(map(str, args))} exited {result.returncode}\n"
+            f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
         return result
 
     return run
 
 
-# The book tests build the book from the figures' files, and the claims tests read them:
-# they run last, after nbval has re-executed every notebook into $QKOV_ARTIFACTS (so CI, in
-# a fresh clone, has them).
+# The book tests build the book from the figures' files, and the claims tests read them: they
+# run last, after nbval has re-executed every notebook into $QKOV_ARTIFACTS.
 BOOK_TESTS = ("test_book.py", "test_browser.py", "test_pdf.py", "test_claims.py")
 
-
-# Test tiers (markers, registered in pyproject.toml). ``make check`` runs the fast one:
-#   unit      in-process tests of the library (seconds in all)
-#   notebook  runs notebooks or command-line tools in subprocesses: nbval over notebooks/,
-#             papermill and Snakemake runs, the rounding-perturbation test
-#   book      the strict book build;  browser  the built book in Chromium;
-#   cluster   a single-node SLURM
-# A file's tier, unless it is unit; a unit file's test that starts tools (it takes the
-# run_tool fixture) is a notebook test.
+# Test tiers (pytest markers; `make check` runs the unit tier). A test is in its file's tier
+# here, else unit; but a notebook, a test marked notebook by hand or a unit test that starts
+# tools (it takes run_tool) is a notebook test.
+TIERS = {"unit": "in-process tests of the library",
+         "notebook": "notebooks and tools run in subprocesses (nbval, papermill, Snakemake)",
+         "book": "the strict book build", "browser": "the built book in headless Chromium",
+         "cluster": "a single-node SLURM"}
 FILE_TIERS = {"test_book.py": "book", "test_pdf.py": "book", "test_claims.py": "book",
               "test_browser.py": "browser", "test_slurm.py": "cluster",
               "test_perturbation.py": "notebook", "test_sweeps.py": "notebook",
               "test_fig2_fig3_notebooks.py": "notebook", "test_fig4_notebook.py": "notebook",
               "test_theory_notebooks.py": "notebook", "test_install.py": "notebook"}
-TIERS = ("unit", "notebook", "book", "browser", "cluster")
 
 
-def tier(item) -> str:
-    path = Path(str(item.fspath))
-    if path.suffix == ".ipynb" or item.get_closest_marker("notebook"):
-        return "notebook"  # (marked by hand: a unit test too slow for `make check`)
-    default = FILE_TIERS.get(path.name, "unit")
-    return "notebook" if default == "unit" and "run_tool" in getattr(item, "fixturenames", ()) \
-        else default
+def pytest_configure(config):
+    for name, doc in TIERS.items():
+        config.addinivalue_line("markers", f"{name}: {doc}")
 
 
-def notebook_order() -> dict[str, int]:
-    """Each figure notebook's place in a run of them all: after every figure whose files it
-    reads (its spec's ``reads``), as the pipeline orders them; otherwise by name."""
+def pytest_collection_modifyitems(items):
     from qkov.figures import specs
 
-    known, order = specs(), {}
-
-    def place(figure_id, seen=()):
-        if figure_id not in order:
-            if figure_id in seen:
-                raise ValueError(f"figures read each other in a cycle: {seen}")
-            for read in known[figure_id].reads:
-                place(read.split("/")[0], (*seen, figure_id))
-            order[figure_id] = len(order)
-        return order[figure_id]
-
-    for figure_id in known:
-        place(figure_id)
-    return order
-
-
-def pytest_collection_modifyitems(session, config, items):
     for item in items:
-        item.add_marker(tier(item))
-    order = notebook_order()
-
-    def key(item):
-        path = Path(str(item.fspath))
-        # nbval re-executes a notebook into $QKOV_ARTIFACTS, where the notebooks that read
-        # it find it: a reader runs after what it reads; the book tests run last.
-        return (path.name in BOOK_TESTS, order.get(path.stem, -1) if path.suffix == ".ipynb"
-                else -1)
-
-    items.sort(key=key)  # stable: the rest keep their order
+        tier = FILE_TIERS.get(item.path.name, "unit")
+        item.add_marker("notebook" if item.path.suffix == ".ipynb" or item.get_closest_marker(
+            "notebook") or tier == "unit" and "run_tool" in getattr(item, "fixturenames", ())
+            else tier)
+    # nbval re-executes each notebook into $QKOV_ARTIFACTS: after those whose files it reads.
+    order = {figure: k for k, figure in enumerate(TopologicalSorter(
+        {f: {read.split("/")[0] for read in s.reads} for f, s in specs().items()}).static_order())}
+    items.sort(key=lambda item: (item.path.name in BOOK_TESTS, order.get(item.path.stem, -1)
+                                 if item.path.suffix == ".ipynb" else -1))
 
 
 def book_artifacts() -> Path:
-    """The figures' files the book is built from: this session's $QKOV_ARTIFACTS if nbval
-    wrote every figure there (``make test``), else the pipeline's artifacts/ (``make
-    figures``; when the book tests run alone)."""
+    """The figures' files to build the book from: this session's $QKOV_ARTIFACTS if nbval
+    wrote every figure there (`make test`), else the pipeline's artifacts/."""
     from qkov.figures import specs
 
-    built = [s.id for s in specs().values() if not s.needs_dataset]
     roots = [Path(os.environ[ARTIFACTS_ENV]), REPO / "artifacts"]
     for root in roots:
-        if all((root / figure_id / "summary.json").is_file() for figure_id in built):
+        if all((root / s.id / "summary.json").is_file() for s in specs().values()
+               if not s.needs_dataset):
             return root
-    pytest.fail(f"no folder holds every figure's files ({', '.join(map(str, roots))}): "
-                "run the book tests with nbval over notebooks/ (`make test`) or after "
-                "`make figures`")
-
-
-LATEXOPTS = "-interaction=nonstopmode -halt-on-error"  # a LaTeX error stops, never prompts
+    pytest.fail(f"no folder holds every figure's files ({', '.join(map(str, roots))}): run the "
+                "book tests with nbval over notebooks/ (`make test`) or after `make figures`")
 
 
 @pytest.fixture(scope="session")
 def book_html(tmp_path_factory, run_tool):
-    """A strict build (-W -n --keep-going: any warning fails) into a temporary folder, as
-    `make book` does: first the PDF (where Debian's TeX is installed), which every page's
-    download menu then links, then the HTML."""
-    out = tmp_path_factory.mktemp("book")
-    root = book_artifacts()
-    if shutil.which("xelatex") and shutil.which("latexmk"):
-        result = run_tool("jupyter-book", "build", REPO, "--builder", "pdflatex",
-                          "--path-output", out, "-W", "-n", "--keep-going", check=False,
-                          env={ARTIFACTS_ENV: str(root), "LATEXOPTS": LATEXOPTS})
-        assert result.returncode == 0, f"strict PDF build failed:\n{result.stdout[-5000:]}"
-    result = run_tool("jupyter-book", "build", REPO, "--path-output", out, "-W", "-n",
-                      "--keep-going", check=False, env={ARTIFACTS_ENV: str(root)})
-    assert result.returncode == 0, f"strict book build failed:\n{result.stdout[-5000:]}"
+    """A strict build (any warning fails) into a temporary folder, as `make book` does: the
+    PDF first (where Debian's TeX is installed), which every page then links, then the HTML."""
+    out, env = tmp_path_factory.mktemp("book"), {ARTIFACTS_ENV: str(book_artifacts())}
+    builds = [["--builder", "pdflatex"]] if shutil.which("xelatex") and shutil.which("latexmk") else []
+    for builder in [*builds, []]:
+        result = run_tool("jupyter-book", "build", REPO, *builder, "--path-output", out, "-W", "-n",
+                          "--keep-going", check=False, env={
+                              **env, "LATEXOPTS": "-interaction=nonstopmode -halt-on-error"})
+        assert result.returncode == 0, f"strict build failed:\n{result.stdout[-5000:]}"
     return out / "_build" / "html"

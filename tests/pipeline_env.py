@@ -1,13 +1,6 @@
-"""The environment every test session runs in, notebooks alone included (a pytest plugin:
-pyproject.toml loads it with ``-p pipeline_env``, so ``pytest notebooks/<id>.ipynb`` gets it
-as the whole suite does; a conftest.py in tests/ would not be loaded for a notebook path).
-
-Notebooks executed by the tests (nbval, papermill) must not overwrite the pipeline's outputs
-in artifacts/: the library's default output root points at a temporary folder for the whole
-session, unless $QKOV_ARTIFACTS is set. nbval re-executes the notebooks at their defaults as
-the pipeline does, into the canonical folders below it, which the book tests then build
-from. Kernels started by nbval inherit this environment.
-"""
+"""The session's environment, also for a notebook validated alone (a plugin, ``-p pipeline_env``
+in pyproject.toml; conftest.py is not loaded for ``pytest notebooks/<id>.ipynb``): the
+pipeline's mode, writing to a temporary $QKOV_ARTIFACTS (unless set), never to artifacts/."""
 
 import os
 import shutil
@@ -17,14 +10,10 @@ from qkov.artifacts import ARTIFACTS_ENV, PIPELINE_ENV
 
 
 def pytest_configure(config):
+    os.environ[PIPELINE_ENV] = "1"  # kernels started by nbval inherit the environment
     if ARTIFACTS_ENV not in os.environ:
-        root = tempfile.mkdtemp(prefix="qkov-test-artifacts-")
-        os.environ[ARTIFACTS_ENV] = root
-        config._qkov_artifacts = root
-    os.environ[PIPELINE_ENV] = "1"
+        config.qkov_artifacts = os.environ[ARTIFACTS_ENV] = tempfile.mkdtemp(prefix="qkov-test-")
 
 
 def pytest_unconfigure(config):
-    root = getattr(config, "_qkov_artifacts", None)
-    if root:
-        shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(getattr(config, "qkov_artifacts", "/nonexistent"), ignore_errors=True)

@@ -1,213 +1,126 @@
-"""The regeneration pipeline: stored notebooks, Snakemake's view of what is stale, nbval."""
+"""The pipeline: stored notebooks without volatile metadata, Snakemake's rules and what makes
+them stale, and nbval's contract (tests/nbval_tolerance.py)."""
 
 import copy
 import os
 import re
 import shutil
+import subprocess
 import time
 
 import nbformat
+import pytest
 
-from conftest import REPO
+from conftest import BIN, REPO
+from nbval_tolerance import texts_close
 from qkov.figures import specs
-from qkov_tools import records
-from qkov_tools.imports import library_inputs
 from qkov_tools.notebooks import strip
 
-NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 
-
-def test_stored_notebooks_are_stripped_and_executed():
-    for path in NOTEBOOKS:
+def test_stored_notebooks_change_only_with_their_results():
+    """Stored as stripped (papermill's and nbclient's timestamps and durations gone), and
+    stripping removes nothing else."""
+    for path in sorted((REPO / "notebooks").glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
-        assert "papermill" not in nb.metadata, path.name
-        code = [c for c in nb.cells if c.cell_type == "code"]
-        # The install cell (tests/test_project.py), then the parameters.
-        assert "parameters" in code[1].metadata.get("tags", []), path.name
-        for cell in code:
-            assert "papermill" not in cell.metadata and "execution" not in cell.metadata
-            assert not [o for o in cell.outputs if o.output_type == "error"], path.name
-        # A figure is shown directly (image/png) or glued for a {glue:figure} caption
-        # (application/papermill.record/image/png).
-        def pngs(cell):
-            return sum(any(k.endswith("image/png") for k in o.get("data", {}))
-                       for o in cell.outputs)
-        images = [c for c in code if pngs(c)]
-        # A real-data notebook (its SPEC says needs_dataset) is stored as run without its
-        # data, which cannot be downloaded here: it draws nothing.
-        if specs()[path.stem].needs_dataset:
-            assert not images, f"{path.name} stored a figure of data the build cannot have"
-            continue
-        assert images, f"{path.name} has no stored figure"
-        for cell in images:  # one image per figure cell, or the book's label is duplicated
-            assert pngs(cell) == 1, path.name
-
-
-def test_strip_removes_only_volatile_metadata():
-    nb = nbformat.read(NOTEBOOKS[0], as_version=4)
-    dirty = copy.deepcopy(nb)
-    dirty.metadata["papermill"] = {"start_time": "2026-01-01T00:00:00", "duration": 1.0}
-    for cell in dirty.cells:
-        cell.metadata["papermill"] = {"duration": 0.1}
-        if cell.cell_type == "code":
+        dirty = copy.deepcopy(nb)
+        dirty.metadata["papermill"] = {"start_time": "2026-01-01T00:00:00", "duration": 1.0}
+        for cell in dirty.cells:
+            cell.metadata["papermill"] = {"duration": 0.1}
             cell.metadata["execution"] = {"iopub.execute_input": "2026-01-01"}
-    assert strip(dirty) == nb
+        assert strip(dirty) == nb, path.name
 
 
-def make_workflow_copy(tmp_path):
+def test_snakemake_rules_are_the_specs_and_rerun_what_a_change_touches(run_tool, tmp_path):
+    """One rule per figure that needs no dataset, with its spec's outputs, threads and cluster
+    resources; nothing to do when every output is newer than its inputs; editing a module
+    re-runs exactly the figures whose notebooks import it, directly or not (its library
+    inputs, from grimp), and the figures that read their files."""
     for name in ("Snakefile", "lib", "notebooks"):
-        src = REPO / name
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, tmp_path / name)
-    return tmp_path
-
-
-def dry_run(run_tool, workdir):
-    return run_tool("snakemake", "--dry-run", "--cores", "1", cwd=workdir).stdout
-
-
-def test_snakemake_reruns_a_figure_when_the_library_changes(run_tool, tmp_path):
-    work = make_workflow_copy(tmp_path)
-    plan = dry_run(run_tool, work)
-    assert "paper_fig4" in plan  # no outputs yet
-    # Every output present and newer than every input: nothing to do.
-    summary = run_tool("snakemake", "--summary", "--cores", "1", cwd=work).stdout
-    outputs = [line.split("\t")[0] for line in summary.splitlines()[1:] if "\t" in line]
-    assert "artifacts/paper-fig2/summary.json" in outputs
-    later = time.time() + 5
-    for name in outputs:
-        out = work / name
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text("x")
-        os.utime(out, (later, later))
-    assert "Nothing to be done" in dry_run(run_tool, work)
-    # A module only a figure without a rule imports (it needs a dataset) re-runs nothing.
-    os.utime(work / "lib" / "qkov" / "figures" / "language_squad.py", (later + 5, later + 5))
-    assert "Nothing to be done" in dry_run(run_tool, work)
-    # Editing a module re-runs the figures that import it, directly or not, and only those,
-    # and the figures that read their files: Fig. 4 and the theory chapter use
-    # qkov.theory.reduced, Figs. 2 and 3 do not; the claims ledger reads the theory's files.
-    os.utime(work / "lib" / "qkov" / "theory" / "reduced.py", (later + 5, later + 5))
-    plan = dry_run(run_tool, work)
-    assert "Updated input files: lib/qkov/theory/reduced.py" in plan
-    planned = set(re.findall(r"^rule (\w+):", plan, flags=re.MULTILINE))
-    assert planned == {"all", "paper_fig4", "theory_reduction", "theory_rescaling",
-                       "theory_ratio_sweep", "claims_ledger"}, plan
-
-
-def test_each_figure_rule_is_made_from_its_spec(run_tool):
-    """The Snakefile's rules are the specs: outputs, threads and cluster resources. `all`
-    leaves out the figures that need a dataset."""
-    plan = run_tool("snakemake", "--dry-run", "--forceall", "--cores", "2").stdout
+        (shutil.copytree if (REPO / name).is_dir() else shutil.copy2)(REPO / name, tmp_path / name)
+    dry_run = lambda: run_tool("snakemake", "--dry-run", "--cores", "2", cwd=tmp_path).stdout  # noqa: E731
+    plan = dry_run()
     jobs = {m.group(1): m.group(2) for m in re.finditer(
         r"^(?:local)?rule (\w+):\n(.*?)(?=^\[|^(?:local)?rule |\Z)", plan, re.M | re.S)}
     built = [s for s in specs().values() if not s.needs_dataset]
     assert set(jobs) == {"all"} | {s.module for s in built}, plan[-3000:]
     for spec in built:
-        job = jobs[spec.module]
-        assert f"output: {', '.join(spec.outputs())}\n" in job
-        assert f"threads: {spec.threads}\n" in job or spec.threads == 1, job
-        for name, value in spec.resources.items():
-            assert f"{name}={value}" in job, (spec.id, name, job)
+        assert f"output: {', '.join(spec.outputs())}\n" in jobs[spec.module]
+        assert f"threads: {spec.threads}\n" in jobs[spec.module] or spec.threads == 1
+        assert all(f"{k}={v}" in jobs[spec.module] for k, v in spec.resources.items()), spec.id
+    later = time.time() + 5
+    for output in (output for spec in built for output in spec.outputs()):
+        (tmp_path / output).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / output).write_text("x")
+        os.utime(tmp_path / output, (later, later))
+    assert "Nothing to be done" in dry_run()
+    os.utime(tmp_path / "lib" / "qkov" / "theory" / "reduced.py", (later + 5, later + 5))
+    plan = dry_run()
+    assert "Updated input files: lib/qkov/theory/reduced.py" in plan
+    assert set(re.findall(r"^rule (\w+):", plan, flags=re.M)) == {
+        "all", "paper_fig4", "theory_reduction", "theory_rescaling", "theory_ratio_sweep",
+        "claims_ledger"}, plan  # Fig. 4 and the theory use it; the ledger reads their files
 
 
-def test_nbval_detects_a_changed_result(run_tool, tmp_path):
-    """The nbval check can fail: a stored number that the code does not reproduce."""
-    nb = nbformat.read(REPO / "notebooks" / "paper-fig4.ipynb", as_version=4)
-    stream = next(o for c in nb.cells if c.cell_type == "code" for o in c.outputs
-                  if o.output_type == "stream" and "mu_ov" in o.text)
-    assert "0.5588" in stream.text
-    stream.text = stream.text.replace("0.5588", "0.5589")
-    nbformat.write(nb, tmp_path / "paper-fig4.ipynb")
-    result = run_tool("pytest", "--nbval", "--nbval-current-env", "-p", "no:cacheprovider",
-                      "--nbval-sanitize-with", REPO / "tests" / "nbval-sanitize.cfg",
-                      tmp_path / "paper-fig4.ipynb", "--rootdir", tmp_path, check=False)
-    assert result.returncode == 1, result.stdout[-2000:]
-    assert "0.5589" in result.stdout and "1 failed" in result.stdout
+# A cell as a trained figure's: a glued value and figure, a table, a result. Stored outputs:
+# another machine's (another PNG, another temporary path), changed as each case says.
+CELL = """\
+from IPython.display import display
+display({"application/papermill.record/text/plain": "'0.8831 ± 0.16'",
+         "application/papermill.record/image/png": "iVBORw0KGgoAAAA"}, raw=True)
+print("FAFO-qk20x 687.8 ± 1 in /tmp/x")
+print("mu_ov 0.5588")"""
+TOLERANCE = ["nbval-ignore-output", "nbval-tolerance"]
+CASES = {"exact": ([], "'0.8831 ± 0.16'", "FAFO-qk20x 687.8 ± 1", "0.5588", True),
+         "exact-changed": ([], "'0.8831 ± 0.16'", "FAFO-qk20x 687.8 ± 1", "0.5589", False),
+         "tolerance": (TOLERANCE, "'0.8832 ± 0.17'", "FAFO-qk20x   688 ± 0.96", "0.5589", True),
+         "beyond-tolerance": (TOLERANCE, "'0.8831 ± 0.16'", "FAFO-qk20x 687.8 ± 1", "0.5688",
+                              False)}
 
 
-def test_a_cell_tagged_for_tolerance_accepts_last_digit_rounding_only(run_tool, tmp_path):
-    """tests/nbval_tolerance.py: a cell tagged nbval-ignore-output and nbval-tolerance passes
-    with a stored number a unit off in its last digit (another machine's float32 rounding)
-    and fails with one that is off by more than the tolerance; a glued figure's PNG is not
-    compared (tests/nbval-sanitize.cfg); a cell tagged for tolerance alone is refused."""
-    nb = nbformat.read(REPO / "notebooks" / "paper-fig4.ipynb", as_version=4)
-    cell = next(c for c in nb.cells if c.cell_type == "code" for o in c.outputs
-                if o.output_type == "stream" and "mu_ov" in o.text)
-    glued = next(o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-                 if "application/papermill.record/image/png" in o.get("data", {}))
-    glued.data["application/papermill.record/image/png"] = "iVBORw0KGgoAAAA"  # not the figure
-    original = cell.outputs[0].text
-    for tags, stored, passes in ((["nbval-ignore-output", "nbval-tolerance"], "0.5589", True),
-                                 (["nbval-ignore-output", "nbval-tolerance"], "0.5688", False),
-                                 (["nbval-tolerance"], "0.5588", False)):
-        cell.metadata["tags"] = tags
-        cell.outputs[0].text = original.replace("0.5588", stored)
-        nbformat.write(nb, tmp_path / "paper-fig4.ipynb")
-        result = run_tool("pytest", "-p", "nbval_tolerance", "--nbval", "--nbval-current-env",
-                          "-p", "no:cacheprovider", "--nbval-sanitize-with",
-                          REPO / "tests" / "nbval-sanitize.cfg", tmp_path / "paper-fig4.ipynb",
-                          "--rootdir", tmp_path, check=False,
-                          env={"PYTHONPATH": os.pathsep.join(
-                              [str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])})
-        assert (result.returncode == 0) == passes, (stored, result.stdout[-2000:])
-        if stored == "0.5688":
-            assert "differ beyond the tolerance" in result.stdout and "0.5688" in result.stdout
-        if tags == ["nbval-tolerance"]:
-            assert "must also be tagged nbval-ignore-output" in result.stdout + result.stderr
+def notebook(path, tags, glued, row, result):
+    cell = nbformat.v4.new_code_cell(CELL, metadata={"tags": tags}, execution_count=1)
+    cell.outputs = [nbformat.v4.new_output("display_data", data={
+        "application/papermill.record/text/plain": glued,
+        "application/papermill.record/image/png": "iVBORw0KGgoBBBB"}),
+        nbformat.v4.new_output("stream", name="stdout", text=f"{row} in /tmp/y\nmu_ov {result}\n")]
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
 
 
-def test_the_tolerance_rules_on_printed_results():
-    from nbval_tolerance import texts_close
+def test_nbval_compares_exactly_or_within_the_tolerance_where_tagged(run_tool, tmp_path):
+    """nbval with the project's options and plugin: an untagged cell compared exactly but for
+    what tests/nbval-sanitize.cfg masks (a glued figure's PNG, a temporary path); a cell tagged
+    for tolerance accepts last-digit differences in printed and glued text, not a larger one;
+    tagged nbval-tolerance without nbval-ignore-output, it is refused."""
+    def pytest_(*paths):
+        result = run_tool(
+            "pytest", "-p", "nbval_tolerance", "--nbval", "--nbval-current-env", "-p",
+            "no:cacheprovider", "-rA", "--rootdir", ".", "--nbval-sanitize-with",
+            REPO / "tests" / "nbval-sanitize.cfg", *paths, cwd=tmp_path, check=False,
+            env={"PYTHONPATH": f"{REPO / 'tests'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
+        return result.stdout + result.stderr
 
-    # Seen between two machines: last digits, a half-width, a drift.
+    for name, (*stored, _) in CASES.items():
+        notebook(tmp_path / f"{name}.ipynb", *stored)
+    out = pytest_(*(f"{name}.ipynb" for name in CASES))
+    for name, (*_, passes) in CASES.items():
+        assert f"{'PASSED' if passes else 'FAILED'} {name}.ipynb::" in out, (name, out[-3000:])
+    assert "differ beyond the tolerance" in out and "mu_ov 0.5688" in out
+    notebook(tmp_path / "alone.ipynb", ["nbval-tolerance"], *CASES["exact"][1:4])
+    assert "must also be tagged nbval-ignore-output" in pytest_("alone.ipynb")
+
+
+@pytest.mark.notebook
+def test_a_notebook_validates_alone_as_in_the_suite():
+    """`pytest notebooks/<id>.ipynb` gets the suite's environment (tests/pipeline_env.py):
+    without the pipeline's mode the figure would say it wrote a run folder, not as stored."""
+    result = subprocess.run(
+        [BIN / "pytest", "-p", "no:cacheprovider", "notebooks/model-schematic.ipynb"], cwd=REPO,
+        env={k: v for k, v in os.environ.items() if not k.startswith("QKOV_")},
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_the_tolerance_is_last_digits_and_a_looser_half_width_not_more():
     assert texts_close("0.0009997 ± 1.3e-05  38.33 ± 0.49", "0.0009998 ± 1.3e-05  38.33 ± 0.52")
-    assert texts_close("0.00023   0.00081", "0.00023   0.00082")
-    assert texts_close("FAFO-qk20x  687.8 ± 1", "FAFO-qk20x    688 ± 0.96")  # columns widen
-    assert not texts_close("0.5588", "0.5688")  # 1.8%: more than rounding
     assert not texts_close("38.33 ± 0.49", "38.33 ± 0.70")  # a half-width 43% off
-    assert not texts_close("FAFO 0.5", "FACO 0.5")  # other text
-
-
-def test_a_glued_value_is_compared_like_printed_text():
-    """A number glued for the book to quote (myst-nb's text record) gets the same tolerance
-    as a printed one in a cell tagged nbval-tolerance; a glued PNG is not compared, any
-    other difference in the outputs is."""
-    from nbval_tolerance import output_differences
-
-    def glued(text, png="iVBORw0KGgoAAAA"):
-        return nbformat.v4.new_output("display_data", data={
-            "application/papermill.record/text/plain": text,
-            "application/papermill.record/image/png": png})
-
-    def printed(*texts):  # a print arrives in pieces: streams of one name are joined
-        return [nbformat.v4.new_output("stream", name="stdout", text=t) for t in texts]
-
-    stored = [glued("'0.8831 ± 0.16'")]
-    assert output_differences([glued("'0.8832 ± 0.17'", png="iVBORw0KGgoBBBB")], stored) == []
-    assert output_differences([glued("'0.9831 ± 0.16'")], stored)
-    assert output_differences(printed("a 0.4833\n", "b 1\n"), printed("a 0.4834\nb 1\n")) == []
-    assert output_differences(printed("a 0.4833\n"), stored)  # another kind of output
-    assert output_differences(printed("in /tmp/x 0.5\n"), printed("in /tmp/y 0.5\n"))
-    from nbval_tolerance import sanitize_patterns
-    masks = sanitize_patterns(REPO / "tests" / "nbval-sanitize.cfg")
-    assert output_differences(printed("in /tmp/x 0.5\n"), printed("in /tmp/y 0.5\n"),
-                                 masks) == []
-
-
-def test_a_passing_test_run_is_recorded(tmp_path):
-    import json
-
-    path = records.record_test(since=1000.0, now=1060.5, root=tmp_path)
-    assert path == tmp_path / "artifacts" / "test-run.json"  # not committed
-    record = json.loads(path.read_text())
-    assert record["wall_time_s"] == 60.5 and record["date"] == "1970-01-01"
-    assert "cores" in record["machine"] and "commit" in record
-
-
-def test_the_trainer_is_an_input_of_the_figures_that_train():
-    """Editing the trainer must re-run the trained figures, and only those."""
-    inputs = {nb: library_inputs(f"notebooks/{nb}.ipynb", REPO)
-              for nb in ("paper-fig2", "paper-fig3", "paper-fig4")}
-    for module in ("lib/qkov/synthetic/models.py", "lib/qkov/synthetic/train.py"):
-        assert module in inputs["paper-fig2"] and module in inputs["paper-fig3"]
-        assert module not in inputs["paper-fig4"]
+    assert not texts_close("0.5588", "0.5688") and not texts_close("FAFO 0.5", "FACO 0.5")
