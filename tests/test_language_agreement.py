@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from qkov.language import agreement as A
+from qkov.processes import map_in_processes
 
 NUMBER = {w: k for pair in A.NOUNS for k, w in enumerate(pair)}
 VERB_NUMBER = {w: k for pair in A.VERBS for k, w in enumerate(pair)}
@@ -92,7 +93,7 @@ def test_the_figure_runs_end_to_end_at_a_tiny_size():
     p = la.Parameters(seeds=[1, 2], train_sentences=64, test_sentences=16, max_modifiers=2,
                       epochs=2, workers=1, conditions=["matched", "faster QK"],
                       rare_train_sentences=32)
-    results = la.train(p)
+    results = map_in_processes(la.train_one, la.runs(p), p.workers)
     everything = la.rows(results)
     assert len(everything) == 2 * 2 * 2 * 3  # variants x conditions x seeds x attractors 0..2
     assert all(tuple(r) == la.RECORD_COLUMNS for r in everything)  # rare-attractors.csv's header
@@ -246,8 +247,8 @@ def test_the_harder_variant_trains_on_fewer_sentences_with_rare_attractors():
     # without the variant a run trains the default one alone
     tiny = dict(seeds=[1], conditions=["matched"], train_sentences=16, test_sentences=4,
                 max_modifiers=1, epochs=1, workers=1, progress=False)
-    assert {r["variant"] for r in la.train(la.Parameters(**tiny, rare_attractors=False))} == \
-        {la.DEFAULT}
+    assert {variant for *_, variant in la.runs(la.Parameters(**tiny, rare_attractors=False))} \
+        == {la.DEFAULT}
 
 
 def test_the_per_epoch_measurements_are_those_of_the_final_model():
@@ -305,8 +306,10 @@ def test_a_run_does_not_depend_on_the_number_of_workers():
 
     kw = dict(seeds=[1, 2], train_sentences=256, test_sentences=64, max_modifiers=3, epochs=3,
               conditions=["matched", "faster QK"], rare_train_sentences=64)
-    one = language_agreement.rows(language_agreement.train(language_agreement.Parameters(workers=1, **kw)))
-    two = language_agreement.rows(language_agreement.train(language_agreement.Parameters(workers=2, **kw)))
+    p = language_agreement.Parameters(**kw)
+    runs = language_agreement.runs(p)
+    one, two = (language_agreement.rows(map_in_processes(language_agreement.train_one, runs, w))
+                for w in (1, 2))
     assert one == two
 
 

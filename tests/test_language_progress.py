@@ -18,6 +18,7 @@ import torch
 from qkov.checks import ParameterError
 from qkov.cost import CEILING_MINUTES
 from qkov.figures import language_agreement as la
+from qkov.processes import map_in_processes
 
 TINY = {"seeds": [1, 2], "conditions": ["matched", "faster QK"], "train_sentences": 48,
         "test_sentences": 8, "max_modifiers": 2, "epochs": 2, "batch_size": 16,
@@ -37,15 +38,19 @@ def same(a, b) -> bool:
     return type(a) is type(b) and (a == b or (a != a and b != b))
 
 
+def train(p):
+    return map_in_processes(la.train_one, la.runs(p), p.workers)
+
+
 def test_training_shows_a_bar_per_run_on_stderr_and_the_same_results_without(capfd):
-    shown = la.train(la.Parameters(**TINY, progress=True))
+    shown = train(la.Parameters(**TINY, progress=True))
     err = capfd.readouterr().err
     for condition in TINY["conditions"]:
         for seed in TINY["seeds"]:
             assert f"{condition}, seed {seed}:" in err, err  # written by the worker processes
     assert re.search(r"\d+%\|.*\| \d+/6 \[", err), err  # 2 epochs x 3 steps of 16 sentences
 
-    hidden = la.train(la.Parameters(**TINY, progress=False))
+    hidden = train(la.Parameters(**TINY, progress=False))
     err = capfd.readouterr().err
     assert "seed 1:" not in err and "%|" not in err, err
     assert same(shown, hidden)

@@ -14,7 +14,7 @@ The row-2 panels themselves are paper-fig2's: their trajectories are read from i
 ``trajectories.csv`` (and its heatmap cells from ``heatmaps.csv``), so nothing is trained
 twice.
 
-:class:`Parameters` are the notebook's; :func:`train` the runs; :func:`comparison_rows` and
+:class:`Parameters` are the notebook's; :func:`configs` the runs; :func:`comparison_rows` and
 :func:`sweep_rows` the matched-loss tables; :func:`authors_stop_rows` the early stop's
 effect; :func:`plot` the drawing.
 """
@@ -56,7 +56,6 @@ from ..stats import (
 from ..synthetic import authors, metrics, tasks, trajectories
 from ..synthetic.models import ModelConfig
 from ..synthetic.train import RunConfig
-from ..synthetic.train import train as train_runs
 
 SPEC = FigureSpec(
     id="fig2-controls", reproduces=None, page="book/paper-fig2",
@@ -230,15 +229,6 @@ def configs(p: Parameters) -> list[RunConfig]:
         out += [replace(t, name=f"{t.name}/seed{seed}", seed=seed, epochs=epochs)
                 for seed in p.seeds]
     return out
-
-
-def train(p: Parameters):
-    """Every run, measured after every epoch as paper-fig2 measures its own
-    (qkov.synthetic.trajectories.measuring_callback)."""
-    measure = trajectories.measuring_callback(p.trajectory_batches, TRAJECTORY_DENSE_EPOCHS,
-                                              TRAJECTORY_EVERY)
-    return train_runs(configs(p), progress=p.progress, epoch_callback=measure,
-                      desc="fig2-controls", workers=p.workers)
 
 
 @dataclass

@@ -25,7 +25,7 @@ conditions can differ in it.
 
 :class:`Parameters` are the notebook's (with the run's :meth:`~Parameters.work`, which
 bounds its time before it starts, and size bounds, which keep a typo from filling the
-memory); :func:`train` runs every (variant, condition, seed), each with a progress bar;
+memory); :func:`runs` are every (variant, condition, seed), :func:`train_one` trains one;
 :func:`rows` are the records (:func:`of_variant` picks one variant's: the default
 variant's are stored as ``data.csv``, the harder one's as ``rare-attractors.csv``),
 :func:`summary_table` / :func:`attractor_table` / :func:`nearest_noun_table` the printed
@@ -93,7 +93,6 @@ from ..language.train import (
 )
 from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
-from ..processes import map_in_processes
 from ..seeding import derived_seed, init_generator
 from ..spec import Drawing, FigureSpec
 from ..stats import interval_text, seed_interval
@@ -383,15 +382,12 @@ def _train_one(p: Parameters, condition: str, seed: int, variant: str) -> dict:
                            for a, test in tests.items()}}
 
 
-def train(p: Parameters) -> list[dict]:
-    """Every (variant, condition, seed), spread over ``workers`` processes (a run's result
-    does not depend on where it ran): the default variant first, then, with
-    ``rare_attractors``, the harder one. With ``progress`` each run shows a bar of its steps
-    on stderr, one line per worker process."""
+def runs(p: Parameters) -> list[tuple]:
+    """The runs, as :func:`train_one`'s arguments: every condition and seed of the default
+    variant, then, with ``rare_attractors``, of the harder one."""
     variants = VARIANTS if p.rare_attractors else (DEFAULT,)
-    jobs = [(p, condition, seed, variant) for variant in variants
+    return [(p, condition, seed, variant) for variant in variants
             for condition in p.conditions for seed in p.seeds]
-    return map_in_processes(train_one, jobs, p.workers)
 
 
 # --- rows and tables ------------------------------------------------------------------------

@@ -1,11 +1,12 @@
 """paper-fig2: paper Fig. 2 - attention against probability of the correct token for the four
 parameterizations at equal learning rates (row 1) and with faster QK learning (row 2).
 
-:class:`Parameters` are the notebook's parameters; :func:`train` trains every panel and seed
-together, recording held-out loss and attention along the way; :func:`summaries` evaluates
-the trained runs on held-out sequences; the table and row functions turn those into what the
-notebook prints and the artifacts hold. The panels' runs (:data:`PANELS`) follow the paper's
-table of runs (section 3 of the paper), which a test checks against the book's run table.
+:class:`Parameters` are the notebook's parameters; :func:`runs` are every panel and seed (the
+notebook trains them together, recording held-out loss and attention along the way);
+:func:`summaries` evaluates the trained runs on held-out sequences; the table and row
+functions turn those into what the notebook prints and the artifacts hold. The panels' runs
+(:data:`PANELS`) follow the paper's table of runs (section 3 of the paper), which a test
+checks against the book's run table.
 """
 
 from __future__ import annotations

@@ -61,7 +61,6 @@ from ..language.tokenizers import Tokenizer, train_word_level
 from ..language.train import ALL_FASTER, FASTER_QK, MATCHED, SLOW_OV, train_classifier
 from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
-from ..processes import map_in_processes
 from ..seeding import init_generator
 from ..spec import FigureSpec
 from ..stats import interval_text, seed_interval
@@ -409,11 +408,9 @@ def _train_one(p: Parameters, prepared: Prepared, condition: str, seed: int) -> 
             "evaluation": evaluation}
 
 
-def train(p: Parameters, prepared: Prepared) -> list[dict]:
-    """Every (condition, seed), spread over ``workers`` processes (a run's result does not
-    depend on where it ran)."""
-    jobs = [(p, prepared, condition, seed) for condition in p.conditions for seed in p.seeds]
-    return map_in_processes(train_one, jobs, p.workers)
+def runs(p: Parameters, prepared: Prepared) -> list[tuple]:
+    """The runs, as :func:`train_one`'s arguments: every condition and seed."""
+    return [(p, prepared, condition, seed) for condition in p.conditions for seed in p.seeds]
 
 
 # --- tables -----------------------------------------------------------------------------------
@@ -542,7 +539,7 @@ def plot(records, maps, results):
     return fig
 
 
-__all__ = ["SPEC", "Parameters", "prepare", "train", "rows", "summary_table", "comparison_table",
+__all__ = ["SPEC", "Parameters", "prepare", "runs", "train_one", "rows", "summary_table", "comparison_table",
            "attractor_table", "heatmaps", "heatmap_cells", "plot", "SUMMARY_COLUMNS",
            "COMPARISON_COLUMNS", "ATTRACTOR_COLUMNS", "count_rows", "COUNT_COLUMNS", "curve_rows",
            "CURVE_COLUMNS", "overall_accuracy"]

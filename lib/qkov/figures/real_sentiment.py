@@ -53,7 +53,6 @@ from ..language.tokenizers import Tokenizer, train_wordpiece
 from ..language.train import ALL_FASTER, FASTER_QK, MATCHED, train_classifier
 from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
-from ..processes import map_in_processes
 from ..seeding import init_generator
 from ..spec import FigureSpec
 from ..stats import interval_text, records_interval
@@ -309,11 +308,9 @@ def _train_one(p: Parameters, prepared: Prepared, condition: str, seed: int) -> 
     return {"condition": condition, "seed": seed, "loss": history.loss, "measured": measured}
 
 
-def train(p: Parameters, prepared: Prepared) -> list[dict]:
-    """Every (condition, seed), spread over ``workers`` processes (a run's result does not
-    depend on where it ran)."""
-    jobs = [(p, prepared, condition, seed) for condition in p.conditions for seed in p.seeds]
-    return map_in_processes(train_one, jobs, p.workers)
+def runs(p: Parameters, prepared: Prepared) -> list[tuple]:
+    """The runs, as :func:`train_one`'s arguments: every condition and seed."""
+    return [(p, prepared, condition, seed) for condition in p.conditions for seed in p.seeds]
 
 
 # --- tables -----------------------------------------------------------------------------------
@@ -474,6 +471,6 @@ def plot_baselines(prepared: Prepared) -> dict:
     return {"majority": float(rows_[0]["value"]), "uniform": float(rows_[1]["value"])}
 
 
-__all__ = ["SPEC", "Parameters", "prepare", "train", "rows", "summary_table", "gap_table",
+__all__ = ["SPEC", "Parameters", "prepare", "runs", "train_one", "rows", "summary_table", "gap_table",
            "heatmaps", "heatmap_cells", "plot", "count_rows", "COUNT_COLUMNS", "baseline_rows",
            "BASELINE_COLUMNS", "SUMMARY_COLUMNS", "GAP_COLUMNS"]
