@@ -1,8 +1,7 @@
-"""What a run costs, told before it starts: its work (``Parameters.work()``, in units such
-as model-steps) at the rates its spec states (units per second of its default run on
-``REFERENCE_MACHINE``), the same on every machine, so a stored cost line changes only when
-the work does. Above ``CEILING_MINUTES`` a run needs ``allow_long=True``: a typo such as
-``-p epochs 50000`` should not hold a laptop for a day."""
+"""What a run costs, told before it starts: its work (``Parameters.work()``, e.g. model-steps)
+at the rates its spec states (on ``REFERENCE_MACHINE``), the same on every machine. Above
+``CEILING_MINUTES`` a run needs ``allow_long=True``: ``-p epochs 50000`` must not hold a
+laptop for a day."""
 
 from __future__ import annotations
 
@@ -14,9 +13,7 @@ REFERENCE_MACHINE = "2 cores"  # where a from-scratch `make figures` timed the s
 
 
 @dataclass(frozen=True)
-class Work:
-    """``counted``: how the amount is weighted. Parts in several units add up with ``+``."""
-
+class Work:  # parts in several units add up with +; counted: how the amount is weighted
     amount: float
     unit: str
     counted: str = ""
