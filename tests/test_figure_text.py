@@ -1,8 +1,7 @@
-"""Every figure reads at the book's width: no text shows below ``plotting.MIN_TEXT_PT`` when
-its PNG is shown ``BOOK_WIDTH_PX`` wide, and no two texts overlap. ``publish`` (through
-``drawing_files``) refuses a drawing that fails, naming the text, before writing anything:
-so every figure is held to it wherever it is published - each notebook in nbval's run, the
-dataset figures in test_language_pipelines. Here: that the measure and the refusal are right."""
+"""Every figure reads at the book's width: no text below ``plotting.MIN_TEXT_PT`` at
+``BOOK_WIDTH_PX``, no two texts overlapping. ``publish`` refuses a drawing that fails, so every
+figure is held to it where it is published (nbval, test_language_pipelines); here: that the
+measure and the refusal are right."""
 
 import pytest
 

@@ -1,7 +1,6 @@
-"""Every figure's parameters are checked before any work: an unknown name, a wrong type, a
-value out of range, empty, repeated, too large or unreachable is refused at once, naming
-the parameter and what is allowed; a run's cost is counted and printed first, and a run
-above the ceiling needs allow_long (qkov.params, qkov.checks, qkov.cost)."""
+"""Bad parameters are refused before any work (unknown, wrong type, out of range, empty,
+repeated, too large, unreachable), naming the parameter and what is allowed; a run's cost is
+printed first, and above the ceiling needs allow_long."""
 
 import os
 import time
@@ -95,8 +94,7 @@ def test_values_within_the_bounds_are_taken_as_the_numbers_given():
 
 
 def test_collect_takes_the_notebooks_parameters_only():
-    """Not the kernel's names, nor on a re-run in a live kernel later cells' names (an
-    unknown name is refused: test_figures)."""
+    """Not the kernel's names, nor on a re-run in a live kernel later cells'."""
     ns = {"__name__": "__main__", "In": [], "get_ipython": object(), "os": os, "_x": 1,
           **paper_fig4.Parameters.defaults()}
     assert collect(ns, paper_fig4.Parameters.names()) == paper_fig4.Parameters.defaults()

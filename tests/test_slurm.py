@@ -1,7 +1,6 @@
-"""The pipeline on a real single-node SLURM on localhost (Debian's munge, slurmctld, slurmd:
-`make slurm` installs them as root; skipped, saying why, where they cannot run), started and
-stopped by PID. Jobs carry their partition from the environment and their sweep's resources,
-a lost job is reported and resumed, and the gathered table equals a local run's."""
+"""The pipeline on a real single-node SLURM on localhost (`make slurm` installs it as root;
+skipped, saying why, elsewhere): jobs carry their sweep's resources, a lost job is reported
+and resumed, and the gathered table equals a local run's."""
 
 import os
 import re

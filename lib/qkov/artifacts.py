@@ -1,8 +1,6 @@
-"""Where a figure's set of files goes: its ``artifacts_dir`` when given; else, in the
-pipeline (``QKOV_PIPELINE=1``), the canonical ``artifacts/<figure-id>/`` the book shows, at
-the defaults only; else a run folder ``artifacts/runs/<figure-id>-<hash>/``, so a reader's
-run never overwrites the book's figure. ``artifacts/``: ``$QKOV_ARTIFACTS``, else the
-checkout's."""
+"""Where a figure's set goes: its ``artifacts_dir``; else, in the pipeline (``QKOV_PIPELINE=1``)
+and at the defaults only, the canonical ``artifacts/<figure-id>/`` the book shows; else a run
+folder ``artifacts/runs/<figure-id>-<hash>/``. ``artifacts/``: ``$QKOV_ARTIFACTS`` or the checkout's."""
 
 from __future__ import annotations
 

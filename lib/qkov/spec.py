@@ -16,8 +16,7 @@ RESOURCES = ("mem_mb", "runtime")  # a cluster job's, beyond the profile's defau
 
 @dataclass(frozen=True)
 class Drawing:
-    """``figure.*`` (``name`` None) or ``figure-<name>.*``; the paper figure it
-    ``reproduces``, or None; ``alt``: what it shows, for a reader who cannot see it."""
+    """``figure.*`` (``name`` None) or ``figure-<name>.*``; ``alt``: what it shows."""
 
     name: str | None
     reproduces: str | None

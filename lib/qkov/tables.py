@@ -1,6 +1,5 @@
-"""Tables written once, as data: a figure's CSV files, and the tables a notebook prints
-(:func:`show`: floats to ``digits`` significant digits, as the last bits move between
-machines) and its save cell stores in summary.json (:func:`taken`), which the book renders."""
+"""Tables as data: a figure's CSV files, and the tables a notebook prints (:func:`show`, to
+``digits`` significant digits) and stores in summary.json (:func:`taken`) for the book."""
 
 from __future__ import annotations
 
