@@ -11,6 +11,7 @@ import pytest
 from conftest import REPO
 from qkov import artifacts, figures
 from qkov.checks import ParameterError
+from qkov.cost import parts
 from qkov.figures import (
     paper_fig2,
     paper_fig3,
@@ -126,7 +127,7 @@ def test_the_cost_line_is_printed_first_the_same_in_and_out_of_the_pipeline(caps
     for spec in figures.specs().values():
         Parameters = figures.module(spec.id).Parameters
         work = Parameters().work() if Parameters.work is not FigureParameters.work else None
-        assert ({part.unit for part in work.parts} if work else set()) == set(spec.rates), spec.id
+        assert ({part.unit for part in parts(work)} if work else set()) == set(spec.rates), spec.id
         if work is None:
             continue
         costed += 1
@@ -136,7 +137,7 @@ def test_the_cost_line_is_printed_first_the_same_in_and_out_of_the_pipeline(caps
         monkeypatch.setenv(artifacts.PIPELINE_ENV, "1")
         Parameters.from_notebook(Parameters.defaults())
         assert capsys.readouterr().out == reader
-        minutes = sum(part.amount / spec.rates[part.unit] for part in work.parts) / 60
+        minutes = sum(part.amount / spec.rates[part.unit] for part in parts(work)) / 60
         assert reader.startswith("work: ") and f"about {minutes:.2g} min on 2 cores" in reader
         nb = nbformat.read(REPO / spec.notebook, as_version=4)
         assert reader in ["".join(o["text"]) for c in nb.cells if c.cell_type == "code"
@@ -146,7 +147,7 @@ def test_the_cost_line_is_printed_first_the_same_in_and_out_of_the_pipeline(caps
 
 
 def test_the_cost_counts_sequence_length_and_workers():
-    default, longer = SWEEP.Parameters().work().parts, SWEEP.Parameters(T=4096).work().parts
+    default, longer = SWEEP.Parameters().work(), SWEEP.Parameters(T=4096).work()
     steps = sum(c.steps for c in SWEEP.configs(SWEEP.Parameters()))
     assert longer[0].amount - default[0].amount == pytest.approx(steps * (4096 / 64 - 1))
     assert longer[1] == default[1]  # the stylized descents do not depend on T

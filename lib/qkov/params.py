@@ -13,7 +13,7 @@ from typing import Any
 from . import tables
 from .artifacts import output_dir
 from .checks import ParameterError, boolean, optional_path
-from .cost import CEILING_MINUTES, Work, WorkSum, estimate
+from .cost import CEILING_MINUTES, Work, estimate
 from .sets import check_replaceable
 
 _KERNEL_NAMES = {"In", "Out", "exit", "quit", "get_ipython", "open"}  # IPython's, not parameters
@@ -86,7 +86,7 @@ class FigureParameters:
     def check(self) -> None:
         """Relations between fields, and derived values (set with ``object.__setattr__``)."""
 
-    def work(self) -> Work | WorkSum | None:  # None: too little to matter
+    def work(self) -> Work | tuple[Work, ...] | None:  # None: too little to matter
         return None
 
     def cost(self) -> str | None:  # the line its notebook prints first
