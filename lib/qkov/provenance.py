@@ -51,13 +51,9 @@ def _code_changed(root: Path, figure_id: str) -> tuple[bool | None, bool | None]
 
 
 def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    found = cpuinfo.is_file() and re.search(r"^model name\s*:(.*)$", cpuinfo.read_text(), re.M)
+    return found.group(1).strip() if found else platform.processor() or platform.machine()
 
 
 def provenance(wall_time_s: float, figure_id: str, parameters: Any = None,

@@ -118,10 +118,9 @@ def load(path) -> Sweep:  # every set checked by the figure's Parameters
     for set_id in sweep.sets:
         values = sweep.values(set_id)
         try:
-            for name in values:
-                if name not in allowed:
-                    raise ValueError(f"parameter {name!r}: not a parameter a sweep sets; "
-                                     f"{spec.id} takes {', '.join(allowed)}")
+            if unknown := [name for name in values if name not in allowed]:
+                raise ValueError(f"parameter {unknown[0]!r}: not a parameter a sweep sets; "
+                                 f"{spec.id} takes {', '.join(allowed)}")
             Parameters(**values)
         except (TypeError, ValueError) as err:  # ParameterError names the parameter
             raise SweepError(f"{path}: set {set_id!r}: {err}") from None
