@@ -178,7 +178,8 @@ def gather(sweep: Sweep) -> None:
     import pandas as pd
 
     from qkov.plotting import save_figure
-    from qkov.sets import write_table
+    from qkov.sets import write_atomic
+    from qkov.tables import csv_bytes
 
     report, done = status(sweep)
     if not done:
@@ -190,7 +191,7 @@ def gather(sweep: Sweep) -> None:
             front = {("param." if k in row else "") + k: cell(v) for k, v in own.items()}
             rows.append({"set": set_id, **front, **{k: cell(v) for k, v in row.items()}})
     save_figure(draw(pd.DataFrame(rows), **sweep.plot), sweep.folder)
-    write_table(sweep.folder / "results.csv", rows)
+    write_atomic(sweep.folder / "results.csv", csv_bytes(rows))
 
 
 def main(argv=None) -> int:
