@@ -37,19 +37,14 @@ def default_dir(figure_id: str, checkout: str | os.PathLike | None = None) -> Pa
     return artifacts_root(checkout) / figure_id
 
 
-def run_dir(figure_id: str, parameters: Any) -> Path:
-    """A run folder, named by the values that decide the results ([1] and [1.0] alike)."""
-    checked = {name: getattr(parameters, name) for name in parameters.names()
-               if name not in OUTPUT_ONLY}
-    text = json.dumps(plain(checked), sort_keys=True, separators=(",", ":"))
-    return artifacts_root() / RUNS / f"{figure_id}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
-
-
 def output_dir(figure_id: str, parameters: Any) -> Path:
     if parameters.artifacts_dir is not None:
         return Path(parameters.artifacts_dir)
-    if os.environ.get(PIPELINE_ENV) != "1":
-        return run_dir(figure_id, parameters)
+    if os.environ.get(PIPELINE_ENV) != "1":  # named by the values that decide the results
+        checked = {name: getattr(parameters, name) for name in parameters.names()
+                   if name not in OUTPUT_ONLY}  # as checked: [1] and [1.0] alike
+        text = json.dumps(plain(checked), sort_keys=True, separators=(",", ":"))
+        return artifacts_root() / RUNS / f"{figure_id}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
     custom = not_canonical(parameters.given, parameters.defaults())
     if custom:
         raise ValueError(

@@ -90,6 +90,3 @@ class FigureSpec:
 
     def inputs(self) -> list[str]:
         return [f"artifacts/{read}" for read in self.reads]
-
-    def dtype_of(self, parameters) -> str:
-        return self.dtype if self.dtype is not None else parameters.dtype
