@@ -10,8 +10,6 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-default_header = lambda name: name.replace("_", " ")  # noqa: E731  (where HEADERS is silent)
-
 
 def plain(value: Any) -> Any:
     """JSON-ready copies of numpy scalars/arrays and dataclasses; non-finite floats -> None."""
@@ -76,8 +74,8 @@ def show(rows, columns=None, digits: int = 4) -> None:
 
 
 def taken(headers: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """The tables shown since the last call, each with its headers; then forgotten."""
-    shown = [{**data, "headers": [(headers or {}).get(c) or default_header(c)
+    """The tables shown since the last call, with headers (else "a_b" as "a b"); then forgotten."""
+    shown = [{**data, "headers": [(headers or {}).get(c) or c.replace("_", " ")
                                   for c in data["columns"]]} for data in _shown]
     _shown.clear()
     return shown
