@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .provenance import provenance
-from .tables import plain
+from .tables import csv_bytes, plain
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -150,6 +150,10 @@ def verify_set(folder: Path) -> dict:
                              f" the digest in {path} ({expected[:19]}...); the set is not whole:"
                              " regenerate the figure")
     return summary
+
+
+def write_table(path: Path, rows, columns=None) -> None:
+    write_atomic(path, csv_bytes(rows, columns, str(path)))
 
 
 def summary_bytes(figure_id: str, parameters: Any, rows, wall_time_s: float,

@@ -178,8 +178,7 @@ def gather(sweep: Sweep) -> None:
     import pandas as pd
 
     from qkov.plotting import save_figure
-    from qkov.sets import write_atomic
-    from qkov.tables import csv_bytes
+    from qkov.sets import write_table
 
     report, done = status(sweep)
     if not done:
@@ -191,7 +190,7 @@ def gather(sweep: Sweep) -> None:
             front = {("param." if k in row else "") + k: cell(v) for k, v in own.items()}
             rows.append({"set": set_id, **front, **{k: cell(v) for k, v in row.items()}})
     save_figure(draw(pd.DataFrame(rows), **sweep.plot), sweep.folder)
-    write_atomic(sweep.folder / "results.csv", csv_bytes(rows))
+    write_table(sweep.folder / "results.csv", rows)
 
 
 def main(argv=None) -> int:
