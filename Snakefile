@@ -1,7 +1,6 @@
-# `snakemake --cores 2` (`make figures`) regenerates every figure: a rule per figure spec runs
-# its notebook and stores it in place. Its inputs are the notebook, the files it reads and the
-# library modules the notebook imports (qkov_tools.imports): a figure re-runs when one changes.
-# Figures that need a dataset get no rule. Sweeps (qkov_tools.sweeps) run when asked for.
+# `snakemake --cores 2` (`make figures`): a rule per figure spec (none for one that needs a
+# dataset) runs its notebook in place, again when it, a file it reads or a library module it
+# imports changes. Sweeps (qkov_tools.sweeps) run when asked for.
 
 import json
 import sys

@@ -1,7 +1,5 @@
-"""A figure is one module with a SPEC and one notebook: specs and notebooks match one to
-one, each notebook's parameters cell is generated from its module's Parameters (and
-papermill's --help-notebook lists them all), a bad parameter fails before any work, and
-publish writes only what the spec declares."""
+"""A figure is one module with a SPEC and one notebook whose parameters cell is generated from
+its Parameters (papermill's --help-notebook lists them all); publish writes only the spec's."""
 
 from types import SimpleNamespace
 

@@ -1,7 +1,6 @@
-"""Every figure's parameters are checked before any work: an unknown name, a wrong type, a
-value out of range, empty, repeated, too large or unreachable is refused at once, naming
-the parameter and what is allowed; a run's cost is counted and printed first, and a run
-above the ceiling needs allow_long (qkov.params, qkov.checks, qkov.cost)."""
+"""Bad parameters are refused before any work (unknown, wrong type, out of range, empty,
+repeated, too large, unreachable), naming the parameter and what is allowed; a run's cost is
+printed first, and above the ceiling needs allow_long."""
 
 import os
 import time
@@ -12,6 +11,7 @@ import pytest
 from conftest import REPO
 from qkov import artifacts, figures
 from qkov.checks import ParameterError
+from qkov.cost import parts
 from qkov.figures import (
     paper_fig2,
     paper_fig3,
@@ -95,8 +95,7 @@ def test_values_within_the_bounds_are_taken_as_the_numbers_given():
 
 
 def test_collect_takes_the_notebooks_parameters_only():
-    """Not the kernel's names, nor on a re-run in a live kernel later cells' names (an
-    unknown name is refused: test_figures)."""
+    """Not the kernel's names, nor on a re-run in a live kernel later cells'."""
     ns = {"__name__": "__main__", "In": [], "get_ipython": object(), "os": os, "_x": 1,
           **paper_fig4.Parameters.defaults()}
     assert collect(ns, paper_fig4.Parameters.names()) == paper_fig4.Parameters.defaults()
@@ -128,7 +127,7 @@ def test_the_cost_line_is_printed_first_the_same_in_and_out_of_the_pipeline(caps
     for spec in figures.specs().values():
         Parameters = figures.module(spec.id).Parameters
         work = Parameters().work() if Parameters.work is not FigureParameters.work else None
-        assert ({part.unit for part in work.parts} if work else set()) == set(spec.rates), spec.id
+        assert ({part.unit for part in parts(work)} if work else set()) == set(spec.rates), spec.id
         if work is None:
             continue
         costed += 1
@@ -138,7 +137,7 @@ def test_the_cost_line_is_printed_first_the_same_in_and_out_of_the_pipeline(caps
         monkeypatch.setenv(artifacts.PIPELINE_ENV, "1")
         Parameters.from_notebook(Parameters.defaults())
         assert capsys.readouterr().out == reader
-        minutes = sum(part.amount / spec.rates[part.unit] for part in work.parts) / 60
+        minutes = sum(part.amount / spec.rates[part.unit] for part in parts(work)) / 60
         assert reader.startswith("work: ") and f"about {minutes:.2g} min on 2 cores" in reader
         nb = nbformat.read(REPO / spec.notebook, as_version=4)
         assert reader in ["".join(o["text"]) for c in nb.cells if c.cell_type == "code"
@@ -148,7 +147,7 @@ def test_the_cost_line_is_printed_first_the_same_in_and_out_of_the_pipeline(caps
 
 
 def test_the_cost_counts_sequence_length_and_workers():
-    default, longer = SWEEP.Parameters().work().parts, SWEEP.Parameters(T=4096).work().parts
+    default, longer = SWEEP.Parameters().work(), SWEEP.Parameters(T=4096).work()
     steps = sum(c.steps for c in SWEEP.configs(SWEEP.Parameters()))
     assert longer[0].amount - default[0].amount == pytest.approx(steps * (4096 / 64 - 1))
     assert longer[1] == default[1]  # the stylized descents do not depend on T

@@ -1,7 +1,6 @@
-"""The pipeline on a real single-node SLURM on localhost (Debian's munge, slurmctld, slurmd:
-`make slurm` installs them as root; skipped, saying why, where they cannot run), started and
-stopped by PID. Jobs carry their partition from the environment and their sweep's resources,
-a lost job is reported and resumed, and the gathered table equals a local run's."""
+"""The pipeline on a real single-node SLURM on localhost (`make slurm` installs it as root;
+skipped, saying why, elsewhere): jobs carry their sweep's resources, a lost job is reported
+and resumed, and the gathered table equals a local run's."""
 
 import os
 import re
@@ -79,8 +78,8 @@ PartitionName=qkovtest Nodes=ALL
 
 
 def snakemake(work: Path, *args: str, env: dict, out: Path) -> subprocess.Popen:
-    """Snakemake on the small sweep in ``work`` (output to a file: a pipe would fill while the
-    test polls); after 240 s, SIGINT makes it cancel its jobs and stop."""
+    """Snakemake on the small sweep in ``work``, output to a file (a pipe would fill); after
+    240 s, SIGINT makes it cancel its jobs."""
     work.mkdir(exist_ok=True)
     for name in ("notebooks", "lib"):
         (work / name).is_symlink() or (work / name).symlink_to(REPO / name)
@@ -91,8 +90,7 @@ def snakemake(work: Path, *args: str, env: dict, out: Path) -> subprocess.Popen:
 
 
 def set_jobs(env) -> dict[str, list[tuple[str, str, str]]]:
-    """Each set's and the gather's SLURM jobs: (id, state, memory and time limit), by the
-    comment the executor gives a job: its rule and wildcards."""
+    """Each set's and the gather's jobs (id, state, memory and time), by the job's comment."""
     out = subprocess.run(["squeue", "-h", "--states=all", "-o", "%i|%T|%m %l|%k"], env=env,
                          capture_output=True, text=True, check=True).stdout
     found = {}

@@ -1,6 +1,5 @@
-"""Sweeps (qkov_tools.sweeps): a sweep file is checked before any job, runs as one Snakemake
-job per set plus a gather, reports a failed set with its parameters and log, re-runs only what
-is missing or changed, and gathers nothing from a partial sweep."""
+"""A sweep file is checked before any job, runs as a Snakemake job per set plus a gather,
+reports a failed set with its parameters and log, re-runs only what is missing or changed."""
 
 import csv
 import json

@@ -1,6 +1,5 @@
-"""Worker processes die with their parent (issue 28): papermill killed mid-training (by
-``timeout``, CI, a scheduler) leaves nothing of its process tree alive 5 s later, though
-the kernel runs in a session of its own (:mod:`qkov.processes`)."""
+"""Worker processes die with their parent (issue 28): papermill killed mid-training leaves
+nothing of its process tree alive 5 s later (:mod:`qkov.processes`)."""
 
 import ctypes
 import signal
@@ -13,9 +12,9 @@ from pathlib import Path
 import psutil  # ipython's and snakemake's dependency
 import pytest
 
+from conftest import REPO
 from qkov.processes import map_in_processes
 
-REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="parent-death signals are Linux's")
 

@@ -1,7 +1,6 @@
-"""MathJax and the stylesheet served from the book (Jupyter Book's MathJax is a CDN's), the
+"""MathJax and the stylesheet from the book itself (Jupyter Book's MathJax is a CDN's), the
 records (``{qkov-record} KIND``), BibTeX (``{qkov-citation}``), the repository URL from
-CITATION.cff, and the PDF (``make pdf``, before the HTML): linked from every page's download
-menu where it was built (without TeX, no link to a missing file)."""
+CITATION.cff, and the PDF in every page's download menu where it was built."""
 
 from __future__ import annotations
 
@@ -35,7 +34,6 @@ def citation(srcdir) -> dict:
 
 
 def companion_bibtex(cff: dict, label: str = "", url: str = "", note: str = "") -> str:
-    """The companion's BibTeX, or figure ``label``'s (its anchor ``url``, the commit in ``note``)."""
     url = url or cff["url"].rstrip("/") + "/"
     names = " and ".join("{" + a["name"] + "}" if "name" in a
                          else f"{a['family-names']}, {a['given-names']}" for a in cff["authors"])
@@ -93,8 +91,7 @@ def trainer_speed(srcdir: Path):
 RECORDS = {"trainer-speed": trainer_speed, "figure-times": figure_times, "test-run": test_run}
 
 
-class RecordDirective(SphinxDirective):
-    """``{qkov-record} KIND``: as the measurement wrote it; missing or malformed, an error."""
+class RecordDirective(SphinxDirective):  # as the measurement wrote it, or an error
 
     required_arguments = 1
 
@@ -112,8 +109,7 @@ class RecordDirective(SphinxDirective):
                                         + "\n" + note)
 
 
-class CitationDirective(SphinxDirective):
-    """``{qkov-citation}``: the paper's entry of the bibliography and the companion's."""
+class CitationDirective(SphinxDirective):  # the paper's BibTeX entry and the companion's
 
     def run(self):
         bib = "".join(Path(self.env.srcdir, f).read_text() for f in self.config.bibtex_bibfiles)
@@ -150,8 +146,8 @@ def _pdf_button(app, pagename, templatename, context, doctree) -> None:  # after
 
 
 class TallFiguresFitThePage(SphinxPostTransform):
-    """A figure drawn for the book's column (the 4 x 2 heatmaps) taller than 0.9 of its width
-    is drawn 0.9 of the line width high in the PDF, to fit with its caption; no SVG link."""
+    """In the PDF a figure taller than 0.9 of its width (the 4 x 2 heatmaps) is 0.9 of the
+    line width high, to fit with its caption; no SVG link."""
 
     default_priority = 200
     builders = ("latex",)

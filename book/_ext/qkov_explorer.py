@@ -1,8 +1,6 @@
-"""The ``{qkov-explorer}`` directive: paper Fig. 4's reduced dynamics, solved by the library
-at build time (``paper_fig4.trajectories``, the figure's defaults) on a grid of ratios r and
-irrelevant tokens n, shipped inline as JSON (so a copy opened from disk works too) and only
-drawn by ``qkov_explorer.js``: every curve and alpha on the page is the library's. Other
-builders get a paragraph naming the online page (CITATION.cff's ``url``)."""
+"""``{qkov-explorer}``: paper Fig. 4's reduced dynamics, solved by the library at build time
+on a grid of ratios r and irrelevant tokens n, shipped inline as JSON (a copy opened from disk
+works too) and only drawn by ``qkov_explorer.js``. Other builders name the online page."""
 
 from __future__ import annotations
 
@@ -12,8 +10,8 @@ import math
 from pathlib import Path
 
 import numpy as np
-import yaml
 from docutils import nodes
+from qkov_book import citation
 from sphinx import addnodes
 from sphinx.util.docutils import SphinxDirective
 
@@ -34,8 +32,7 @@ STYLE = """.qkov-explorer { border: 1px solid #ccc; border-radius: 4px; padding:
 .qkov-explorer svg { width: 100%; height: auto; overflow: visible; }"""
 
 
-def one_two_five(lo: float, hi: float) -> list[float]:
-    """lo, hi and the values 1, 2, 5 times a power of ten between them."""
+def one_two_five(lo: float, hi: float) -> list[float]:  # lo, hi and 1-2-5 x 10^k between
     tens = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
     return sorted({float(lo), float(hi), *(v for k in tens for v in
                                            (float(f"{m}e{k}") for m in (1, 2, 5)) if lo <= v <= hi)})
@@ -76,8 +73,7 @@ def run_data(trajectory, loss_axis: tuple[float, float]) -> dict:
 
 @functools.cache
 def grid() -> dict:
-    """The page's data: ``runs[i_n][i_r]`` over ratios 1-2-5 per decade across the figure's
-    and n 1-2-5 per decade up to 10 times its n (9 x 13 runs, about 4 s)."""
+    """``runs[i_n][i_r]`` over ratios and n 1-2-5 per decade (n to 10 x the figure's; ~4 s)."""
     p = paper_fig4.Parameters()
     ratios = sorted({*one_two_five(min(p.ratios), max(p.ratios)), *p.ratios, 1.0})
     ns = sorted({*one_two_five(1, round(10 * p.n)), p.n})
@@ -119,8 +115,7 @@ def panel_html(data: dict) -> str:
 class ExplorerDirective(SphinxDirective):
     def run(self):
         self.env.note_dependency(str(SCRIPT))  # a changed script rebuilds the page
-        cff = yaml.safe_load((Path(self.env.srcdir) / "CITATION.cff").read_text())
-        url = f"{cff['url'].rstrip('/')}/{self.env.docname}.html"
+        url = f"{citation(self.env.srcdir)['url'].rstrip('/')}/{self.env.docname}.html"
         elsewhere = addnodes.only(expr="not html")
         elsewhere += nodes.paragraph(
             "", "The online book has an interactive explorer of these dynamics, with sliders "

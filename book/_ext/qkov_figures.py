@@ -1,8 +1,7 @@
-"""The figures, from their specs (``qkov.figures.specs()``): a new figure needs no edit here.
-Each drawing has one name: "Fig. 2 (reproduced)", or C1, C2, ... in book order. ``{qkov-figure}
-LABEL`` shows it with its downloads, regenerate command, provenance, BibTeX and code;
-``{qkov-fig}`LABEL``` cites it; ``{qkov-gallery}`` and ``{qkov-figure-table}`` list all. Files
-are read from ``$QKOV_ARTIFACTS/<id>/`` or ``artifacts/<id>/``, only as whole canonical sets."""
+"""The figures, from their specs: ``{qkov-figure} LABEL`` shows one with its downloads,
+regenerate command, provenance, BibTeX and code; ``{qkov-fig}`LABEL``` cites it by its one
+name ("Fig. 2 (reproduced)", or C1, C2, ... in book order); ``{qkov-gallery}`` and
+``{qkov-figure-table}`` list all. Only whole canonical sets are shown."""
 
 from __future__ import annotations
 
@@ -36,7 +35,7 @@ class BookFigure:
     name: str  # "Fig. 2 (reproduced)" or "C1"
 
     @property
-    def label(self) -> str:  # its anchor, and the id readers cite
+    def label(self) -> str:  # its anchor, the id readers cite
         return self.spec.label(self.drawing)
 
     def file(self, suffix: str) -> Path:
@@ -58,8 +57,7 @@ def reproduction_name(reproduces: str, pipeline: bool = False) -> str:
     return f"{base} (reproduced{'; ' + extra if extra else ''})"
 
 
-def book_figures(srcdir, order: list[str]) -> dict[str, BookFigure]:
-    """Every drawing by label, in book order: by the page that shows it, then its notebook."""
+def book_figures(srcdir, order: list[str]) -> dict[str, BookFigure]:  # by page, then notebook
     def position(spec):
         return (*(order.index(d) for d in (spec.page, spec.notebook.removesuffix(".ipynb"))),
                 spec.id)
@@ -79,8 +77,7 @@ def _figures(env) -> dict[str, BookFigure]:
     return book_figures(env.srcdir, list(env.config.external_site_map))  # as _toc.yml lists them
 
 
-def set_problems(srcdir) -> list[str]:
-    """Each canonical set the book would show that is not whole or not at the defaults."""
+def set_problems(srcdir) -> list[str]:  # each set the book shows not whole or not canonical
     problems = []
     for spec in specs().values():
         folder = default_dir(spec.id, srcdir)
@@ -101,13 +98,11 @@ def _verify_sets(app) -> None:
         logger.warning(f"the book cannot show this figure's files: {problem}")
 
 
-def source_path(path: Path, srcdir) -> str:
-    """As Sphinx names a source file ("/..": $QKOV_ARTIFACTS outside the source folder)."""
+def source_path(path: Path, srcdir) -> str:  # as Sphinx names a file ("/.." for one outside)
     return "/" + Path(os.path.relpath(Path(path).resolve(), Path(srcdir).resolve())).as_posix()
 
 
-def ref(figure: BookFigure, text: str = "") -> str:
-    """MyST linking the figure; plain text for one that needs a dataset (shown on no page)."""
+def ref(figure: BookFigure, text: str = "") -> str:  # (one that needs a dataset: on no page)
     text = text or figure.name
     return text if figure.spec.needs_dataset else f"{{ref}}`{text} <{figure.label}>`"
 
@@ -119,8 +114,7 @@ def ref_node(figure: BookFigure) -> nodes.Node:
                                  reftarget=figure.label, refexplicit=True, refwarn=True)
 
 
-def download_line(figure: BookFigure, srcdir, full_size: str = "") -> str:
-    """The downloads as MyST; a missing file is Sphinx's warning, naming page and file."""
+def download_line(figure: BookFigure, srcdir, full_size: str = "") -> str:  # Sphinx warns
     return f"`{figure.label}` {full_size}**Download:** " + " · ".join(
         f"{{download}}`{text} <{source_path(path, srcdir)}>`"
         for text, path in figure.downloads(srcdir))
@@ -157,8 +151,7 @@ class FigureDirective(SphinxDirective):
         self.add_name(node)
         return [node, *self.parse_text_to_nodes(self.block(figure, svg))]
 
-    def block(self, figure: BookFigure, svg: str) -> str:
-        """The downloads on one line; the command, provenance, BibTeX and code folded below."""
+    def block(self, figure: BookFigure, svg: str) -> str:  # the downloads, then folded the rest
         summary = json.loads((figure.folder / "summary.json").read_text())
         prov, srcdir, spec = summary["provenance"], self.env.srcdir, figure.spec
         source = f"lib/qkov/figures/{spec.module}.py"
@@ -211,8 +204,7 @@ def figure_role(name, rawtext, text, lineno, inliner, options=None, content=None
     return [ref_node(figure)], []
 
 
-def papermill_command(figure: BookFigure, parameters: dict) -> str:
-    """Re-runs the notebook with ``parameters``: numbers and text as -p, the rest as one -y."""
+def papermill_command(figure: BookFigure, parameters: dict) -> str:  # -p plain, -y the rest
     plain, structured = [], {}
     for name, value in parameters.items():
         if (name, value) in (("artifacts_dir", None), ("allow_long", False)):
@@ -225,8 +217,7 @@ def papermill_command(figure: BookFigure, parameters: dict) -> str:
                        *(["-y", json.dumps(structured)] if structured else [])])
 
 
-def input_state(prov: dict) -> str:
-    """How the inputs stood against the commit ("" when they were the commit's)."""
+def input_state(prov: dict) -> str:  # how the inputs stood against the commit
     changed = [what for what in ("library", "notebook") if prov.get(f"{what}_changed")]
     custom = prov.get("custom_parameters")
     return "; ".join(filter(None, [
@@ -248,8 +239,7 @@ def provenance_text(prov: dict, parameters: dict) -> str:
         "seeds: " + "; ".join(seeds) if seeds else "no random seeds (deterministic)"]) + "."
 
 
-def _unnumber_figures(app, env) -> list[str]:
-    """The book names figures; Sphinx numbers none of them (equations keep their numbers)."""
+def _unnumber_figures(app, env) -> list[str]:  # named, not numbered (equations keep theirs)
     for numbers in env.toc_fignumbers.values():
         numbers.pop("figure", None)
     return []
@@ -307,8 +297,7 @@ class GalleryCaptions(SphinxPostTransform):
                                    "without a figure (it needs a dataset).")
 
 
-class FigureTableDirective(SphinxDirective):
-    """A row per spec, in book order (a dataset's "yes" links the page that says where)."""
+class FigureTableDirective(SphinxDirective):  # a row per spec, in book order
 
     def run(self):
         rows = [["figure id", "notebook", "reproduces", "reads", "needs a dataset"]]

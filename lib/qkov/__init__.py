@@ -1,7 +1,6 @@
 """qkov: the library of the companion to "Faster Query-Key Learning Sharpens Attention in
-Self-Attention Models" (Vashisht and Ramaswamy, ICML 2026). It computes and draws the
-figures; the tooling is ``qkov_tools``, the book's extensions ``book/_ext/``. Its layers are
-written once, as import-linter's contract in ``pyproject.toml``.
+Self-Attention Models" (Vashisht and Ramaswamy, ICML 2026); its layers are import-linter's
+contract in ``pyproject.toml``, the tooling ``qkov_tools``, the book's extensions ``book/_ext/``.
 """
 
 import os

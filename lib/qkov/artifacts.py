@@ -1,8 +1,6 @@
-"""Where a figure's set of files goes: its ``artifacts_dir`` when given; else, in the
-pipeline (``QKOV_PIPELINE=1``), the canonical ``artifacts/<figure-id>/`` the book shows, at
-the defaults only; else a run folder ``artifacts/runs/<figure-id>-<hash>/``, so a reader's
-run never overwrites the book's figure. ``artifacts/``: ``$QKOV_ARTIFACTS``, else the
-checkout's."""
+"""Where a figure's set goes: its ``artifacts_dir``; else, in the pipeline (``QKOV_PIPELINE=1``)
+and at the defaults only, the canonical ``artifacts/<figure-id>/`` the book shows; else a run
+folder ``artifacts/runs/<figure-id>-<hash>/``. ``artifacts/``: ``$QKOV_ARTIFACTS`` or the checkout's."""
 
 from __future__ import annotations
 
@@ -39,19 +37,14 @@ def default_dir(figure_id: str, checkout: str | os.PathLike | None = None) -> Pa
     return artifacts_root(checkout) / figure_id
 
 
-def run_dir(figure_id: str, parameters: Any) -> Path:
-    """A run folder, named by the values that decide the results ([1] and [1.0] alike)."""
-    checked = {name: getattr(parameters, name) for name in parameters.names()
-               if name not in OUTPUT_ONLY}
-    text = json.dumps(plain(checked), sort_keys=True, separators=(",", ":"))
-    return artifacts_root() / RUNS / f"{figure_id}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
-
-
 def output_dir(figure_id: str, parameters: Any) -> Path:
     if parameters.artifacts_dir is not None:
         return Path(parameters.artifacts_dir)
-    if os.environ.get(PIPELINE_ENV) != "1":
-        return run_dir(figure_id, parameters)
+    if os.environ.get(PIPELINE_ENV) != "1":  # named by the values that decide the results
+        checked = {name: getattr(parameters, name) for name in parameters.names()
+                   if name not in OUTPUT_ONLY}  # as checked: [1] and [1.0] alike
+        text = json.dumps(plain(checked), sort_keys=True, separators=(",", ":"))
+        return artifacts_root() / RUNS / f"{figure_id}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
     custom = not_canonical(parameters.given, parameters.defaults())
     if custom:
         raise ValueError(

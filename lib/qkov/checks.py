@@ -1,5 +1,4 @@
-"""Checks of a value against what a parameter allows, failing with a ParameterError that
-names the parameter and what is allowed."""
+"""Checks of a parameter's value: a ParameterError names the parameter and what is allowed."""
 
 from __future__ import annotations
 
@@ -47,7 +46,7 @@ def number(name: str, value: Any, *, above: float | None = None, below: float | 
 
 def number_list(name: str, value: Any, *, max_items: int | None = None, distinct: bool = False,
                 **bounds: float) -> list[float]:
-    """With ``distinct``, no two alike as written (``f"{x:g}"`` names a run)."""
+    """With ``distinct``, no two alike as ``f"{x:g}"`` writes them (it names a run)."""
     if isinstance(value, str):  # papermill -p passes text
         raise ParameterError(name, f"expected a list of numbers, got the string {value!r}; "
                                    f"with papermill pass lists as YAML: -y \"{name}: [0.1, 1, 10]\"")

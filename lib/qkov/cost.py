@@ -1,38 +1,24 @@
-"""What a run costs, told before it starts: its work (``Parameters.work()``, in units such
-as model-steps) at the rates its spec states (units per second of its default run on
-``REFERENCE_MACHINE``), the same on every machine, so a stored cost line changes only when
-the work does. Above ``CEILING_MINUTES`` a run needs ``allow_long=True``: a typo such as
-``-p epochs 50000`` should not hold a laptop for a day."""
+"""What a run costs, told before it starts: its work (``Parameters.work()``, e.g. model-steps)
+at the rates its spec states (on ``REFERENCE_MACHINE``), the same on every machine. Above
+``CEILING_MINUTES`` a run needs ``allow_long=True``: ``-p epochs 50000`` must not hold a
+laptop for a day."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 CEILING_MINUTES = 60.0
 REFERENCE_MACHINE = "2 cores"  # where a from-scratch `make figures` timed the specs' rates
 
 
-@dataclass(frozen=True)
-class Work:
-    """``counted``: how the amount is weighted. Parts in several units add up with ``+``."""
-
+class Work(NamedTuple):  # counted: how the amount is weighted
     amount: float
     unit: str
     counted: str = ""
 
-    @property
-    def parts(self) -> tuple[Work, ...]:
-        return (self,)
 
-    def __add__(self, other: Work | WorkSum) -> WorkSum:
-        return WorkSum((*self.parts, *other.parts))
-
-
-@dataclass(frozen=True)
-class WorkSum:
-    parts: tuple[Work, ...]
-    __add__ = Work.__add__
+def parts(work: Work | tuple[Work, ...]) -> tuple[Work, ...]:  # a tuple: parts in several units
+    return (work,) if isinstance(work, Work) else work
 
 
 class Estimate(NamedTuple):
@@ -40,9 +26,9 @@ class Estimate(NamedTuple):
     minutes: float
 
 
-def estimate(work: Work | WorkSum, rates, slowdown: float = 1.0) -> Estimate:
-    minutes = slowdown * sum(part.amount / rates[part.unit] for part in work.parts) / 60
+def estimate(work: Work | tuple[Work, ...], rates, slowdown: float = 1.0) -> Estimate:
+    minutes = slowdown * sum(part.amount / rates[part.unit] for part in parts(work)) / 60
     counted = " + ".join(f"{part.amount:,.0f} {part.unit}"
-                         + (f" ({part.counted})" if part.counted else "") for part in work.parts)
+                         + (f" ({part.counted})" if part.counted else "") for part in parts(work))
     return Estimate(f"work: {counted}; about {minutes:.2g} min on {REFERENCE_MACHINE} at the "
-                    f"rate{'s' if len(work.parts) > 1 else ''} its spec states", minutes)
+                    f"rate{'s' if len(parts(work)) > 1 else ''} its spec states", minutes)

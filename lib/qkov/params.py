@@ -1,7 +1,6 @@
-"""A figure's notebook parameters: a frozen dataclass per figure (``Parameters`` in its
-module), the one source of the defaults (the parameters cell is generated from it). papermill
-only warns of an unknown name, so each notebook makes them with ``from_notebook``, which
-refuses a bad one before any work, naming it."""
+"""A figure's notebook parameters: a frozen dataclass per figure, the one source of the
+defaults (its parameters cell is generated from it). papermill only warns of an unknown name:
+``from_notebook`` refuses a bad one before any work, naming it."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from typing import Any
 from . import tables
 from .artifacts import output_dir
 from .checks import ParameterError, boolean, optional_path
-from .cost import CEILING_MINUTES, Work, WorkSum, estimate
+from .cost import CEILING_MINUTES, Work, estimate
 from .sets import check_replaceable
 
 _KERNEL_NAMES = {"In", "Out", "exit", "quit", "get_ipython", "open"}  # IPython's, not parameters
@@ -22,8 +21,8 @@ _SEEN = "__qkov_parameter_names__"
 
 
 def collect(namespace: dict[str, Any], allowed) -> dict[str, Any]:
-    """The parameters in a notebook's ``globals()``: the public non-module names defined
-    before the first call (remembered: a re-run in a live kernel ignores later cells')."""
+    """The public non-module names of a notebook's ``globals()`` at the first call
+    (remembered: a re-run in a live kernel ignores later cells')."""
     if _SEEN not in namespace:
         namespace[_SEEN] = sorted(name for name, value in namespace.items()
                                   if not name.startswith("_") and name not in _KERNEL_NAMES
@@ -55,8 +54,7 @@ def _has_text(value: Any) -> bool:
 @dataclass(frozen=True)
 class FigureParameters:
     """Each field is checked when made, then :meth:`check` (relations between fields), then
-    the cost (:meth:`work` at the rates its spec states: above the ceiling only with
-    ``allow_long``). ``given``: the values as passed; the fields hold them checked."""
+    the cost of :meth:`work`. ``given``: the values as passed; the fields hold them checked."""
 
     artifacts_dir: str | None = parameter(
         None, optional_path, "output folder; None: a run folder artifacts/runs/<id>-<hash>")
@@ -88,7 +86,7 @@ class FigureParameters:
     def check(self) -> None:
         """Relations between fields, and derived values (set with ``object.__setattr__``)."""
 
-    def work(self) -> Work | WorkSum | None:  # None: too little to matter
+    def work(self) -> Work | tuple[Work, ...] | None:  # None: too little to matter
         return None
 
     def cost(self) -> str | None:  # the line its notebook prints first
@@ -106,8 +104,7 @@ class FigureParameters:
 
     @classmethod
     def from_notebook(cls, namespace: dict[str, Any]):
-        """The parameters in a notebook's ``globals()``, checked with the folder the run will
-        replace, before any work; prints the cost line."""
+        """Checked with the folder the run will replace, before any work; prints the cost."""
         p = cls(**collect(namespace, cls.names()))
         tables.taken()  # a run starts with no tables shown (a stopped run may have left some)
         namespace.update(p.given)  # later cells see 1e-3 from YAML as 0.001 too

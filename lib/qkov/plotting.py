@@ -280,7 +280,7 @@ def publish(spec: FigureSpec, parameters: Any, rows: Sequence[Mapping[str, Any]]
     headers = getattr(module, "HEADERS", {})
     files["summary.json"] = summary_bytes(spec.id, parameters, rows,
                                           time.perf_counter() - started, dict(files),
-                                          dtype=spec.dtype_of(parameters),
+                                          dtype=spec.dtype or parameters.dtype,
                                           tables=printed_tables.taken(headers))
     files = {name: files[name] for name in spec.files}  # the spec's order
     write_set(folder, files)

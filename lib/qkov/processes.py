@@ -1,8 +1,6 @@
-"""Independent runs on forked worker processes that die with their parent (a kernel that
-exits when papermill is killed): each asks Linux for SIGKILL then, and watches its parent
-from a thread. loky 3.7.0, measured instead, lets workers finish their call and idle ~40 s
-after a SIGKILL to the parent (these go within 0.1 s), and its fresh workers miss module
-state set before a call and the pinned threads."""
+"""Independent runs on forked workers that die with their parent (SIGKILL asked of Linux, and
+a watchdog thread). loky 3.7.0, measured instead, let workers idle ~40 s after the parent's
+SIGKILL (these go within 0.1 s), and its fresh workers miss module state and pinned threads."""
 
 from __future__ import annotations
 

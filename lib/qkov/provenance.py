@@ -28,8 +28,7 @@ def git_commit(root: Path | None = None) -> str | None:
 
 
 def running_checkout() -> Path | None:
-    """The checkout whose library runs (editable), or None: an installed copy's commit is
-    not that of the repository it was started from."""
+    """The checkout whose library runs (editable), or None (an installed copy)."""
     root = repo_root()
     return root if Path(__file__).resolve().is_relative_to(root / "lib") else None
 
@@ -41,8 +40,7 @@ def _code_cells(notebook_json: str) -> list[str]:
 
 
 def _code_changed(root: Path, figure_id: str) -> tuple[bool | None, bool | None]:
-    """Whether the library and the notebook's code (not its outputs, which a build rewrites)
-    differ from the commit."""
+    """Whether the library and the notebook's code (not its outputs) differ from the commit."""
     library = _git("status", "--porcelain", "--untracked-files=all", "--", "lib",
                    "pyproject.toml", cwd=root)
     notebook = root / "notebooks" / f"{figure_id}.ipynb"
@@ -53,13 +51,9 @@ def _code_changed(root: Path, figure_id: str) -> tuple[bool | None, bool | None]
 
 
 def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    found = cpuinfo.is_file() and re.search(r"^model name\s*:(.*)$", cpuinfo.read_text(), re.M)
+    return found.group(1).strip() if found else platform.processor() or platform.machine()
 
 
 def provenance(wall_time_s: float, figure_id: str, parameters: Any = None,

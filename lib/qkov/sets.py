@@ -1,6 +1,5 @@
-"""A figure's set of files (drawings, tables, ``data.csv``, ``summary.json`` with the
-SHA-256 of every other file), swapped in whole, so that a run killed mid-save or two runs
-saving at once never leave files of two runs side by side; and checked whole."""
+"""A figure's set of files (``summary.json`` with the SHA-256 of every other file), swapped in
+whole: a run killed mid-save or two runs saving at once never leave two runs' files mixed."""
 
 from __future__ import annotations
 
@@ -45,8 +44,8 @@ def digest(data: bytes) -> str:
 
 
 def check_replaceable(folder: Path, names) -> None:
-    """A ValueError naming ``folder`` unless a set of ``names`` may replace it: absent,
-    empty or a previous set, a plain folder in a parent we may write."""
+    """A ValueError unless a set of ``names`` may replace ``folder`` (absent, empty or a
+    previous set, a plain folder in a parent we may write)."""
     folder, cwd = Path(folder), Path.cwd().resolve()
     parent = folder.resolve().parent
     while not parent.exists():
@@ -73,8 +72,8 @@ def check_replaceable(folder: Path, names) -> None:
 
 
 def write_set(folder: Path, files: dict[str, bytes]) -> None:
-    """Make ``folder`` hold exactly ``files`` (name -> bytes): put together beside it, then
-    swapped in by one rename (renameat2's exchange; elsewhere the old set is moved aside)."""
+    """``files`` (name -> bytes) put together beside ``folder``, then swapped in by one
+    rename (renameat2's exchange; elsewhere the old set is moved aside)."""
     folder = Path(folder)
     check_replaceable(folder, files)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -120,7 +119,7 @@ def _alive(pid: int) -> bool:
 
 
 def _exchange(a: Path, b: Path) -> bool:
-    """Swap two paths in one step (Linux's renameat2 RENAME_EXCHANGE); False where it cannot."""
+    """Swap two paths in one step (renameat2 RENAME_EXCHANGE); False where it cannot."""
     libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
     if not hasattr(libc, "renameat2"):
         return False

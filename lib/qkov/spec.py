@@ -1,5 +1,5 @@
-"""A figure's specification, declared once as ``SPEC`` in its module, which the pipeline,
-the cluster profile, the book, the sweeps and ``plotting.publish`` read."""
+"""A figure's specification, declared once as ``SPEC`` in its module and read by the
+pipeline, the cluster profile, the book, the sweeps and ``plotting.publish``."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ RESOURCES = ("mem_mb", "runtime")  # a cluster job's, beyond the profile's defau
 
 @dataclass(frozen=True)
 class Drawing:
-    """``figure.*`` (``name`` None) or ``figure-<name>.*``; the paper figure it
-    ``reproduces``, or None; ``alt``: what it shows, for a reader who cannot see it."""
+    """``figure.*`` (``name`` None) or ``figure-<name>.*``; ``alt``: what it shows."""
 
     name: str | None
     reproduces: str | None
@@ -86,11 +85,8 @@ class FigureSpec:
         return (*(f"{d.stem}.{fmt}" for d in self.drawings for fmt in DRAWING_FORMATS),
                 *self.tables, *ALWAYS_WRITTEN)
 
-    def outputs(self, artifacts: str = "artifacts") -> list[str]:  # the Snakefile's
-        return [f"{artifacts}/{self.id}/{name}" for name in self.files]
+    def outputs(self) -> list[str]:  # the Snakefile's
+        return [f"artifacts/{self.id}/{name}" for name in self.files]
 
-    def inputs(self, artifacts: str = "artifacts") -> list[str]:
-        return [f"{artifacts}/{read}" for read in self.reads]
-
-    def dtype_of(self, parameters) -> str:
-        return self.dtype if self.dtype is not None else parameters.dtype
+    def inputs(self) -> list[str]:
+        return [f"artifacts/{read}" for read in self.reads]

@@ -1,6 +1,5 @@
-"""Tables written once, as data: a figure's CSV files, and the tables a notebook prints
-(:func:`show`: floats to ``digits`` significant digits, as the last bits move between
-machines) and its save cell stores in summary.json (:func:`taken`), which the book renders."""
+"""Tables as data: a figure's CSV files, and the tables a notebook prints (:func:`show`, to
+``digits`` significant digits) and stores in summary.json (:func:`taken`) for the book."""
 
 from __future__ import annotations
 
@@ -10,8 +9,6 @@ import math
 import os
 from collections.abc import Mapping
 from typing import Any
-
-default_header = lambda name: name.replace("_", " ")  # noqa: E731  (where HEADERS is silent)
 
 
 def plain(value: Any) -> Any:
@@ -77,8 +74,8 @@ def show(rows, columns=None, digits: int = 4) -> None:
 
 
 def taken(headers: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """The tables shown since the last call, each with its headers; then forgotten."""
-    shown = [{**data, "headers": [(headers or {}).get(c) or default_header(c)
+    """The tables shown since the last call, with headers (else "a_b" as "a b"); then forgotten."""
+    shown = [{**data, "headers": [(headers or {}).get(c) or c.replace("_", " ")
                                   for c in data["columns"]]} for data in _shown]
     _shown.clear()
     return shown

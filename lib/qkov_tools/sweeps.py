@@ -8,11 +8,9 @@
     threads: 1                            # per set (default: the figure's SPEC.threads)
     resources: {mem_mb: 2000, runtime: 10}  # per set on a cluster (default: SPEC.resources)
 
-Snakemake's ``Paramspace`` names each set (``M~10_seeds~1``); the figure's ``Parameters``
-check every set when the file is read. The Snakefile runs each set into
-``artifacts/sweeps/<name>/<set>/``, then ``sweep_<name>`` gathers them (``results.csv``, a figure).
-
-    python -m qkov_tools.sweeps status sweeps/fig4-small.yaml   # sets not done, errors, logs
+Snakemake's ``Paramspace`` names each set (``M~10_seeds~1``), run into
+``artifacts/sweeps/<name>/<set>/``; ``sweep_<name>`` gathers them. ``status`` lists the sets
+not done, with their errors and logs.
 """
 
 from __future__ import annotations
@@ -36,11 +34,11 @@ ERROR = re.compile(r"(Error|Exception)\b|\berror:|CANCELLED|TIME LIMIT|NODE_FAIL
 
 
 class SweepError(ValueError):
-    """A sweep file that cannot be run, or a sweep that cannot be gathered yet."""
+    pass
 
 
-class YamlLoader(yaml.SafeLoader):
-    """YAML as people write numbers: ``1e-3`` is a float (YAML 1.1 reads it as a string)."""
+class YamlLoader(yaml.SafeLoader):  # YAML 1.2's numbers: 1e-3 is a float (1.1: a string)
+    pass
 
 
 YamlLoader.add_implicit_resolver(
@@ -82,8 +80,7 @@ class Sweep:
         return {**self.base, **own, **{name: own[column] for name, column in self.same.items()}}
 
 
-def load(path) -> Sweep:
-    """Read a sweep file and check every set (see the module's docstring)."""
+def load(path) -> Sweep:  # every set checked by the figure's Parameters
     import pandas as pd
     from snakemake.utils import Paramspace
 
@@ -121,10 +118,9 @@ def load(path) -> Sweep:
     for set_id in sweep.sets:
         values = sweep.values(set_id)
         try:
-            for name in values:
-                if name not in allowed:
-                    raise ValueError(f"parameter {name!r}: not a parameter a sweep sets; "
-                                     f"{spec.id} takes {', '.join(allowed)}")
+            if unknown := [name for name in values if name not in allowed]:
+                raise ValueError(f"parameter {unknown[0]!r}: not a parameter a sweep sets; "
+                                 f"{spec.id} takes {', '.join(allowed)}")
             Parameters(**values)
         except (TypeError, ValueError) as err:  # ParameterError names the parameter
             raise SweepError(f"{path}: set {set_id!r}: {err}") from None
@@ -136,8 +132,8 @@ def load_all(folder) -> list[Sweep]:
 
 
 def status(sweep: Sweep) -> tuple[str, bool]:
-    """A report of every set not done (failed: a log says why; incomplete: started, not
-    finished; missing), with its grid values, last error and logs; and whether all are done."""
+    """Each set not done (failed: a log says why; incomplete: started; missing), with its
+    values, last error and logs; and whether all are done."""
     counts, lines = dict.fromkeys(("done", "failed", "incomplete", "missing"), 0), []
     for set_id, own in sweep.sets.items():
         if all(Path(path).is_file() for path in sweep.outputs(set_id)):
@@ -160,8 +156,7 @@ def status(sweep: Sweep) -> tuple[str, bool]:
 
 def draw(table, x: str, y: list, group: str | None = None, where: dict | None = None,
          logx: bool = False):
-    """A panel per y column against x, a line per group: the mean over the sets of the rows
-    where every ``where`` column has its value."""
+    """A panel per y column against x, a line per group: the mean over the ``where`` rows."""
     from matplotlib.ticker import NullFormatter
 
     from qkov.plotting import COLUMN_WIDTH_IN, house_style, new_figure
@@ -179,8 +174,7 @@ def draw(table, x: str, y: list, group: str | None = None, where: dict | None = 
 
 
 def gather(sweep: Sweep) -> None:
-    """``results.csv`` (every set's summary rows, the set and its grid values in front) and
-    the figure of a sweep whose sets are all done; a SweepError otherwise."""
+    """``results.csv`` (every set's rows, its grid values in front) and the figure."""
     import pandas as pd
 
     from qkov.plotting import save_figure

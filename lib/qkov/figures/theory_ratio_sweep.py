@@ -22,7 +22,7 @@ from ..checks import (
     number_list,
     seed_list,
 )
-from ..cost import Work, WorkSum
+from ..cost import Work
 from ..params import derived, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..spec import FigureSpec
@@ -174,7 +174,7 @@ class Parameters(SettingParameters):
             "step_fraction", model.setting, 1.0, self.ratios, self.matched_loss,
             self.step_fraction))
 
-    def work(self) -> WorkSum:
+    def work(self) -> tuple[Work, Work]:
         """The task's optimizer steps, all runs to max_epochs (an upper bound: they stop at
         the matched loss), each weighted by max(1, T / TASK_T), and the stylized descents'
         steps, each weighted by the model's size past the default's
@@ -182,8 +182,8 @@ class Parameters(SettingParameters):
         task = sum(c.steps * max(1.0, c.T / TASK_T)
                    for c in configs(self) + variant_configs(self))
         descent = self.model.step_weight * sum(self.descent_steps)
-        return (Work(task, "model-steps", f"x T/{TASK_T} past T = {TASK_T}")
-                + Work(descent, "descent steps", "x M^2 (m + n) / 22,000 above the default size"))
+        return (Work(task, "model-steps", f"x T/{TASK_T} past T = {TASK_T}"),
+                Work(descent, "descent steps", "x M^2 (m + n) / 22,000 above the default size"))
 
 
 COLUMNS = ("r", "alpha_closed_form", "alpha_stylized", "task_informative_mean",
