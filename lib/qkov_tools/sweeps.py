@@ -132,8 +132,8 @@ def load_all(folder) -> list[Sweep]:
 
 
 def status(sweep: Sweep) -> tuple[str, bool]:
-    """Each set not done (failed: a log says why; incomplete: started; missing), with its
-    values, last error and logs; and whether all are done."""
+    """Each set not done (failed: a log says why; incomplete: started; missing), with its values,
+    last error and logs; and whether all are done."""
     counts, lines = dict.fromkeys(("done", "failed", "incomplete", "missing"), 0), []
     for set_id, own in sweep.sets.items():
         if all(Path(path).is_file() for path in sweep.outputs(set_id)):
@@ -193,19 +193,14 @@ def gather(sweep: Sweep) -> None:
     write_table(sweep.folder / "results.csv", rows)
 
 
-def main(argv=None) -> int:
+if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m qkov_tools.sweeps", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["status"])
     parser.add_argument("sweep", type=Path)
     try:
-        report, done = status(load(parser.parse_args(argv).sweep))
+        report, done = status(load(parser.parse_args().sweep))
     except SweepError as err:
-        print(err, file=sys.stderr)
-        return 2
+        parser.exit(2, f"{err}\n")
     print(report)
-    return 0 if done else 1  # 1: some set is not done
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(0 if done else 1)  # 1: some set is not done
