@@ -47,7 +47,7 @@ data: $(INSTALLED) npm
 # The book as one PDF (Debian's TeX) before the HTML book, whose pages then link it.
 pdf: $(INSTALLED) tex
 	@rm -f $(PDF) _build/html/qkov-book.pdf && mkdir -p _build; \
-	if ! command -v xelatex >/dev/null || ! command -v latexmk >/dev/null || ! command -v xindy >/dev/null; then \
+	if ! which xelatex latexmk xindy >/dev/null; then \
 		echo "Skipping the PDF of the book (no xelatex, latexmk or xindy); the HTML book will not link one" >&2; \
 	elif ! LATEXOPTS="-interaction=nonstopmode -halt-on-error" $(BIN)/jupyter-book build . \
 		--builder pdflatex $(BOOK_FLAGS) >_build/pdf.log 2>&1; then \
@@ -63,11 +63,9 @@ apt = if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninte
 npm:
 	@command -v npm >/dev/null || { $(call apt,npm); }
 browser:
-	@command -v chromium >/dev/null && command -v chromedriver >/dev/null \
-		|| { $(call apt,chromium chromium-driver); }
+	@which chromium chromedriver >/dev/null || { $(call apt,chromium chromium-driver); }
 slurm:
-	@command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null \
-		&& command -v sbatch >/dev/null || { $(call apt,munge slurmctld slurmd slurm-client); }
+	@which slurmctld slurmd munged sbatch >/dev/null || { $(call apt,munge slurmctld slurmd slurm-client); }
 tex:
 	@dpkg -s $(TEX_PACKAGES) >/dev/null 2>&1 || { $(call apt,$(TEX_PACKAGES)); }
 

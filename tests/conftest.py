@@ -83,8 +83,7 @@ def book_artifacts() -> Path:
 
 @pytest.fixture(scope="session")
 def book_html(tmp_path_factory, run_tool):
-    """A strict build (any warning fails) into a temporary folder, as `make book` does: the
-    PDF first (where Debian's TeX is installed), which every page then links, then the HTML."""
+    """A strict build into a temporary folder as `make book` does: the PDF (if TeX), then the HTML."""
     out, env = tmp_path_factory.mktemp("book"), {ARTIFACTS_ENV: str(book_artifacts())}
     builds = [["--builder", "pdflatex"]] if shutil.which("xelatex") and shutil.which("latexmk") else []
     for builder in [*builds, []]:

@@ -31,10 +31,9 @@ def test_stored_notebooks_change_only_with_their_results():
 
 
 def test_snakemake_rules_are_the_specs_and_rerun_what_a_change_touches(run_tool, tmp_path):
-    """One rule per figure that needs no dataset, with its spec's outputs, threads and cluster
-    resources; nothing to do when every output is newer than its inputs; editing a module
-    re-runs exactly the figures whose notebooks import it, directly or not (its library
-    inputs, from grimp), and the figures that read their files."""
+    """A rule per figure needing no dataset, with its spec's outputs, threads and resources;
+    nothing to do when outputs are newer than inputs; editing a module re-runs exactly the
+    figures whose notebooks import it, directly or not, and those that read their files."""
     for name in ("Snakefile", "lib", "notebooks"):
         (shutil.copytree if (REPO / name).is_dir() else shutil.copy2)(REPO / name, tmp_path / name)
     dry_run = lambda: run_tool("snakemake", "--dry-run", "--cores", "2", cwd=tmp_path).stdout  # noqa: E731
@@ -87,10 +86,8 @@ def notebook(path, tags, glued, row, result):
 
 
 def test_nbval_compares_exactly_or_within_the_tolerance_where_tagged(run_tool, tmp_path):
-    """nbval with the project's options and plugin: an untagged cell compared exactly but for
-    what tests/nbval-sanitize.cfg masks (a glued figure's PNG, a temporary path); a cell tagged
-    for tolerance accepts last-digit differences in printed and glued text, not a larger one;
-    tagged nbval-tolerance without nbval-ignore-output, it is refused."""
+    """An untagged cell compared exactly but for what nbval-sanitize.cfg masks; one tagged for
+    tolerance within it in printed and glued text; nbval-tolerance alone is refused."""
     def pytest_(*paths):
         result = run_tool(
             "pytest", "-p", "nbval_tolerance", "--nbval", "--nbval-current-env", "-p",

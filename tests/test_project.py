@@ -39,10 +39,8 @@ def lint_imports(root) -> subprocess.CompletedProcess:
 
 
 def test_every_module_is_in_a_layer_and_the_import_linter_contracts_hold(tmp_path):
-    """Every module of both packages is a layer, in one, or a package's own file (which
-    imports nothing of the library), so none escapes the layers. The contracts hold; on a
-    copy of the library, imports planted in a figure module (of another), the science (of its
-    tooling), a low layer (of a higher one) and a package's own file are each reported."""
+    """Every module is in a layer or a package's own file (which imports nothing of the library).
+    The contracts hold; on a copy, an import planted against each contract is reported."""
     contracts = {c["id"]: c for c in PROJECT["tool"]["importlinter"]["contracts"]}
     layers = [m.strip() for layer in contracts["layers"]["layers"] for m in layer.split("|")]
     assert not [m for m in graph().modules if m not in contracts["packages"]["source_modules"]
@@ -63,9 +61,8 @@ def test_every_module_is_in_a_layer_and_the_import_linter_contracts_hold(tmp_pat
 
 
 def test_the_install_cell_is_current_and_installs_what_the_notebooks_import(monkeypatch):
-    """Every notebook's first code cell is the generated install cell (`python -m qkov_tools
-    cells`). Run as IPython runs it, it calls %pip only where `qkov` does not import, and the
-    extras it names bring every third-party module the notebooks import."""
+    """Every notebook's first code cell is the generated install cell; run as IPython runs it,
+    it calls %pip only where `qkov` does not import, with extras that bring what they import."""
     for path in NOTEBOOKS:
         first = next(c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
         assert (first.source, first.metadata.get("tags")) == (install_source(), ["remove-cell"]), path

@@ -23,8 +23,7 @@ GOOD, BAD = "eta_ov~2", "eta_ov~1e+300"  # Paramspace's names; 1e300 read as a n
 
 
 def test_a_grid_is_every_combination_named_by_paramspace_and_checked(tmp_path):
-    found = {s.name: s for s in sweeps.load_all(REPO / "sweeps")}
-    assert list(found["fig4-small"].sets) == ["m~2", "m~5", "m~10"]
+    found = {s.name: s for s in map(sweeps.load, (REPO / "sweeps").glob("*.yaml"))}  # all load
     assert found["theory-ratio-sweep"].values("ratios~0.03") == {  # `same`: the set's own r
         "variants": [[64, "default", 0.1]], "ratios": [0.03], "variant_ratios": [0.03]}
     path = tmp_path / "g.yaml"

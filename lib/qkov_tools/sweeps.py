@@ -127,10 +127,6 @@ def load(path) -> Sweep:  # every set checked by the figure's Parameters
     return sweep
 
 
-def load_all(folder) -> list[Sweep]:
-    return [load(path) for path in sorted(Path(folder).glob("*.yaml"))]
-
-
 def status(sweep: Sweep) -> tuple[str, bool]:
     """Each set not done (failed: a log says why; incomplete: started; missing), with its values,
     last error and logs; and whether all are done."""
