@@ -68,8 +68,7 @@ def pytest_collection_modifyitems(items):
 
 
 def book_artifacts() -> Path:
-    """The figures' files to build the book from: this session's $QKOV_ARTIFACTS if nbval
-    wrote every figure there (`make test`), else the pipeline's artifacts/."""
+    """This session's $QKOV_ARTIFACTS if nbval wrote every figure there, else artifacts/."""
     from qkov.figures import specs
 
     roots = [Path(os.environ[ARTIFACTS_ENV]), REPO / "artifacts"]

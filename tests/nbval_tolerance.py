@@ -67,7 +67,6 @@ def output_differences(fresh_outputs, stored_outputs, sanitize=(), tolerant=True
 
 
 def sanitize_patterns(path: str | Path | None) -> list[tuple[re.Pattern, str]]:
-    """The (regex, replacement) pairs of an nbval sanitize file."""
     return [(re.compile(regex), replacement) for regex, replacement in
             get_sanitize_patterns(Path(path).read_text())] if path else []
 

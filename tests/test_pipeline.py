@@ -18,8 +18,7 @@ from qkov_tools.notebooks import strip
 
 
 def test_stored_notebooks_change_only_with_their_results():
-    """Stored as stripped (papermill's and nbclient's timestamps and durations gone), and
-    stripping removes nothing else."""
+    """Stored without papermill's and nbclient's timestamps and durations, and nothing else."""
     for path in sorted((REPO / "notebooks").glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         dirty = copy.deepcopy(nb)
@@ -108,8 +107,7 @@ def test_nbval_compares_exactly_or_within_the_tolerance_where_tagged(run_tool, t
 
 @pytest.mark.notebook
 def test_a_notebook_validates_alone_as_in_the_suite():
-    """`pytest notebooks/<id>.ipynb` gets the suite's environment (tests/pipeline_env.py):
-    without the pipeline's mode the figure would say it wrote a run folder, not as stored."""
+    """With the suite's environment (pipeline_env): else the figure says it wrote a run folder."""
     result = subprocess.run(
         [BIN / "pytest", "-p", "no:cacheprovider", "notebooks/model-schematic.ipynb"], cwd=REPO,
         env={k: v for k, v in os.environ.items() if not k.startswith("QKOV_")},

@@ -13,8 +13,6 @@ Snakemake's ``Paramspace`` names each set (``M~10_seeds~1``), run into
 not done, with their errors and logs.
 """
 
-from __future__ import annotations
-
 import argparse
 import inspect
 import itertools
@@ -56,7 +54,7 @@ def _text(value) -> str:  # a grid value in a set's name: 0.1, 1e+300, a-b for a
 class Sweep:
     name: str
     path: Path
-    figure_id: str
+    notebook: str  # the figure's
     sets: dict  # set name -> its grid values
     base: dict
     same: dict
@@ -66,7 +64,6 @@ class Sweep:
 
     rule = property(lambda self: "sweep_" + self.name.replace("-", "_"))  # gathers
     folder = property(lambda self: Path("artifacts/sweeps") / self.name)
-    notebook = property(lambda self: figures.specs()[self.figure_id].notebook)
     gathered = property(lambda self: [str(self.folder / name) for name in GATHERED])
 
     def outputs(self, set_id: str) -> list[str]:  # notebook.ipynb is stored last
@@ -110,7 +107,7 @@ def load(path) -> Sweep:  # every set checked by the figure's Parameters
     names = list(Paramspace(table.map(_text), filename_params="*").instance_patterns)
     if len(set(names)) < len(names):
         raise SweepError(f"{path}: two sets have one name: give a parameter distinct values")
-    sweep = Sweep(path.stem, path, spec.id, dict(zip(names, table.to_dict("records"))),
+    sweep = Sweep(path.stem, path, spec.notebook, dict(zip(names, table.to_dict("records"))),
                   doc.get("base") or {}, same, doc["plot"], doc.get("threads", spec.threads),
                   {**spec.resources, **doc.get("resources", {})})
     Parameters = figures.module(spec.id).Parameters
