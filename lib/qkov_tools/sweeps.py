@@ -125,8 +125,8 @@ def load(path) -> Sweep:  # every set checked by the figure's Parameters
 
 
 def status(sweep: Sweep) -> tuple[str, bool]:
-    """Each set not done (failed: a log says why; incomplete: started; missing), with its values,
-    last error and logs; and whether all are done."""
+    """Each set not done (failed: a log says why; incomplete: started; missing), with its
+    values, last error and logs; and whether all are done."""
     counts, lines = dict.fromkeys(("done", "failed", "incomplete", "missing"), 0), []
     for set_id, own in sweep.sets.items():
         if all(Path(path).is_file() for path in sweep.outputs(set_id)):
