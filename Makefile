@@ -8,7 +8,6 @@ BIN := .venv/bin
 INSTALLED := .venv/.installed
 CORES ?= 2
 BOOK_FLAGS := -W -n --keep-going
-PDF := _build/latex/qkov-book.pdf
 TEX_PACKAGES := texlive-xetex texlive-latex-extra texlive-fonts-recommended latexmk xindy \
 	fonts-freefont-otf poppler-utils
 
@@ -46,16 +45,15 @@ data: $(INSTALLED) npm
 
 # The book as one PDF (Debian's TeX) before the HTML book, whose pages then link it.
 pdf: $(INSTALLED) tex
-	@rm -f $(PDF) _build/html/qkov-book.pdf && mkdir -p _build; \
-	if ! command -v xelatex >/dev/null || ! command -v latexmk >/dev/null || ! command -v xindy >/dev/null; then \
+	@rm -f _build/latex/qkov-book.pdf _build/html/qkov-book.pdf && mkdir -p _build; \
+	if ! which xelatex latexmk xindy >/dev/null; then \
 		echo "Skipping the PDF of the book (no xelatex, latexmk or xindy); the HTML book will not link one" >&2; \
 	elif ! LATEXOPTS="-interaction=nonstopmode -halt-on-error" $(BIN)/jupyter-book build . \
 		--builder pdflatex $(BOOK_FLAGS) >_build/pdf.log 2>&1; then \
 		tail -n 40 _build/pdf.log; echo "The PDF build failed: see _build/pdf.log" >&2; exit 1; \
 	fi
 
-# Debian's packages that make data (npm), the browser checks (chromium), tests/test_slurm.py and
-# the PDF need, installed where missing when run as root; otherwise it says what to install.
+# Debian's packages the targets need, installed where missing as root; else it says what to install.
 apt = if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	apt-get install -y -qq --no-install-recommends $(1) >/dev/null; \
 	else echo "$@ needs: sudo apt-get install $(1)" >&2; fi
@@ -63,11 +61,9 @@ apt = if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninte
 npm:
 	@command -v npm >/dev/null || { $(call apt,npm); }
 browser:
-	@command -v chromium >/dev/null && command -v chromedriver >/dev/null \
-		|| { $(call apt,chromium chromium-driver); }
+	@which chromium chromedriver >/dev/null || { $(call apt,chromium chromium-driver); }
 slurm:
-	@command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null \
-		&& command -v sbatch >/dev/null || { $(call apt,munge slurmctld slurmd slurm-client); }
+	@which slurmctld slurmd munged sbatch >/dev/null || { $(call apt,munge slurmctld slurmd slurm-client); }
 tex:
 	@dpkg -s $(TEX_PACKAGES) >/dev/null 2>&1 || { $(call apt,$(TEX_PACKAGES)); }
 

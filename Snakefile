@@ -29,14 +29,14 @@ for spec in FIGURES:
         log: f"artifacts/logs/{spec.id}.log"
         threads: spec.threads
         resources: **spec.resources
-        # touch -c: the outputs end newer than the notebook stored in place; one the run did
-        # not write stays missing, and the rule fails
+        # touch -c: the outputs end newer than the stored notebook; a missing one fails the rule
         shell:
             f"({PIPELINE_ENV}=1 {PY} -m qkov_tools run {{input.notebook}}"
             " && touch -c {output}) > {log} 2>&1"
 
 
-SWEEPS = sweeps.load_all(config.get("sweeps_dir", f"{workflow.basedir}/sweeps"))
+SWEEPS = [sweeps.load(path) for path in
+          sorted(Path(config.get("sweeps_dir", f"{workflow.basedir}/sweeps")).glob("*.yaml"))]
 
 for sweep in SWEEPS:
     rule:  # a set: its parameters are params, so editing them re-runs it
@@ -62,7 +62,7 @@ for sweep in SWEEPS:
 
 
 onerror:
-    # Each started sweep's sets not done, with their logs (the jobs' lines scroll away).
+    # Each started sweep's sets not done, with their logs (the jobs' lines scroll away)
     for sweep in SWEEPS:
         report, done = sweeps.status(sweep)
         if not done and sweep.folder.exists():

@@ -32,13 +32,10 @@ def run_tool():
     return run
 
 
-# The book tests build the book from the figures' files, and the claims tests read them: they
-# run last, after nbval has re-executed every notebook into $QKOV_ARTIFACTS.
-BOOK_TESTS = ("test_book.py", "test_browser.py", "test_pdf.py", "test_claims.py")
-
 # Test tiers (pytest markers; `make check` runs the unit tier). A test is in its file's tier
 # here, else unit; but a notebook, a test marked notebook by hand or a unit test that starts
-# tools (it takes run_tool) is a notebook test.
+# tools (it takes run_tool) is a notebook test. The book and browser tiers read the figures'
+# files: they run last, after nbval has re-executed every notebook into $QKOV_ARTIFACTS.
 TIERS = {"unit": "in-process tests of the library",
          "notebook": "notebooks and tools run in subprocesses (nbval, papermill, Snakemake)",
          "book": "the strict book build", "browser": "the built book in headless Chromium",
@@ -66,13 +63,12 @@ def pytest_collection_modifyitems(items):
     # nbval re-executes each notebook into $QKOV_ARTIFACTS: after those whose files it reads.
     order = {figure: k for k, figure in enumerate(TopologicalSorter(
         {f: {read.split("/")[0] for read in s.reads} for f, s in specs().items()}).static_order())}
-    items.sort(key=lambda item: (item.path.name in BOOK_TESTS, order.get(item.path.stem, -1)
-                                 if item.path.suffix == ".ipynb" else -1))
+    items.sort(key=lambda item: (FILE_TIERS.get(item.path.name) in ("book", "browser"), order.get(
+        item.path.stem, -1) if item.path.suffix == ".ipynb" else -1))
 
 
 def book_artifacts() -> Path:
-    """The figures' files to build the book from: this session's $QKOV_ARTIFACTS if nbval
-    wrote every figure there (`make test`), else the pipeline's artifacts/."""
+    """This session's $QKOV_ARTIFACTS if nbval wrote every figure there, else artifacts/."""
     from qkov.figures import specs
 
     roots = [Path(os.environ[ARTIFACTS_ENV]), REPO / "artifacts"]
@@ -86,8 +82,7 @@ def book_artifacts() -> Path:
 
 @pytest.fixture(scope="session")
 def book_html(tmp_path_factory, run_tool):
-    """A strict build (any warning fails) into a temporary folder, as `make book` does: the
-    PDF first (where Debian's TeX is installed), which every page then links, then the HTML."""
+    """A strict build into a temporary folder as `make book` does: the PDF (if TeX), then the HTML."""
     out, env = tmp_path_factory.mktemp("book"), {ARTIFACTS_ENV: str(book_artifacts())}
     builds = [["--builder", "pdflatex"]] if shutil.which("xelatex") and shutil.which("latexmk") else []
     for builder in [*builds, []]:

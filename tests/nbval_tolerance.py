@@ -1,13 +1,9 @@
-"""Float32-trained results compared to their printed precision: a pytest plugin on nbval's
-public hooks (``-p nbval_tolerance`` in pyproject.toml).
-
-nbval compares outputs exactly (after tests/nbval-sanitize.cfg). Another processor rounds
-float32 training differently, so the last printed digit of a trained result can move. Such a
-cell is tagged ``nbval-ignore-output`` (nbval runs it, not comparing) and ``nbval-tolerance``:
-then its printed and glued text must be the stored text but for numbers within ``RELATIVE``
-or ``LAST_DIGITS`` units of their last digit (a half-width after "±": ``HALF_WIDTH_RELATIVE``),
-the rule tests/test_perturbation.py shows native and scalar kernels keep.
-"""
+"""Float32-trained results compared to their printed precision (a pytest plugin on nbval's public
+hooks): another processor rounds training differently, so a trained result's last digit can move.
+A cell tagged ``nbval-ignore-output`` (nbval runs it, not comparing) and ``nbval-tolerance``
+must print and glue the stored text but for numbers within ``RELATIVE`` or ``LAST_DIGITS``
+units of their last digit (a half-width after "±": ``HALF_WIDTH_RELATIVE``), the rule
+tests/test_perturbation.py shows native and scalar kernels keep."""
 
 import copy
 import json
@@ -44,8 +40,7 @@ def texts_close(stored: str, fresh: str) -> bool:
 
 
 def _fields(outputs) -> list[tuple[str, str, str]]:
-    """(output kind, key, text) of every output, streams joined as nbval joins them; images
-    left out (a glued figure is compared as the numbers printed beside it)."""
+    """(output kind, key, text) of each output, streams joined as nbval joins them, no images."""
     fields = []
     for out in coalesce_streams(copy.deepcopy(outputs)):
         data = {out.name: out.text} if out.output_type == "stream" else out.get("data", {})
@@ -56,8 +51,7 @@ def _fields(outputs) -> list[tuple[str, str, str]]:
 
 
 def output_differences(fresh_outputs, stored_outputs, sanitize=(), tolerant=True) -> list[str]:
-    """Where a cell's fresh outputs differ from its stored ones after nbval's ``sanitize``
-    patterns: text within the tolerance where ``tolerant``, all else exactly; [] if none."""
+    """How a cell's fresh outputs differ from the stored (text within the tolerance if ``tolerant``)."""
     clean = lambda text: reduce(lambda t, mask: mask[0].sub(mask[1], t), sanitize, text)  # noqa: E731
     fresh, stored = _fields(fresh_outputs), _fields(stored_outputs)
     if [f[:2] for f in fresh] != [s[:2] for s in stored]:
@@ -73,7 +67,6 @@ def output_differences(fresh_outputs, stored_outputs, sanitize=(), tolerant=True
 
 
 def sanitize_patterns(path: str | Path | None) -> list[tuple[re.Pattern, str]]:
-    """The (regex, replacement) pairs of an nbval sanitize file."""
     return [(re.compile(regex), replacement) for regex, replacement in
             get_sanitize_patterns(Path(path).read_text())] if path else []
 

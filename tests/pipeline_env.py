@@ -1,6 +1,5 @@
-"""The session's environment, also for a notebook validated alone (a plugin, ``-p pipeline_env``
-in pyproject.toml; conftest.py is not loaded for ``pytest notebooks/<id>.ipynb``): the
-pipeline's mode, writing to a temporary $QKOV_ARTIFACTS (unless set), never to artifacts/."""
+"""The session's environment, also for ``pytest notebooks/<id>.ipynb`` (a plugin, not conftest.py):
+the pipeline's mode, writing to a temporary $QKOV_ARTIFACTS (unless set), never to artifacts/."""
 
 import os
 import shutil

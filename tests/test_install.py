@@ -1,6 +1,5 @@
 """A plain install (``pip install .``: no extras, not editable) into a clean virtual
-environment: every module of the science imports with only the runtime dependencies (what
-the installed copy records of its provenance: tests/test_artifacts.py)."""
+environment: every module of the science imports with only the runtime dependencies."""
 
 import os
 import shutil

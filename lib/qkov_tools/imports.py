@@ -30,9 +30,8 @@ def notebook_imports(path: str | Path) -> set[str]:
 
 
 def library_inputs(notebook: str | Path, root: str | Path) -> list[str]:
-    """The library files (relative to ``root``) of the modules a notebook imports, of theirs,
-    transitively, and of the packages above each: Snakemake re-runs a figure when one of them
-    changes, and only then (editing the book's extension or the sweeps re-runs no training)."""
+    """The library files (relative to ``root``) of the modules a notebook imports, transitively,
+    and of the packages above each: Snakemake re-runs a figure when one of them changes."""
     root, imports = Path(root), graph()
     modules = ({"qkov"} | notebook_imports(root / notebook)) & imports.modules
     modules |= set().union(*map(imports.find_upstream_modules, modules))

@@ -23,14 +23,8 @@ if importlib.util.find_spec("qkov") is None:
 PARAMETERS = '# Parameters: papermill sets them with -p NAME VALUE (lists and None with -y "NAME: VALUE").'
 
 
-def repository_url(root: Path | None = None) -> str:
-    """CITATION.cff's repository-code: the one place the repository's URL is written."""
-    return yaml.safe_load((Path(root or repo_root()) / "CITATION.cff").read_text())[
-        "repository-code"]
-
-
-def install_source() -> str:
-    return INSTALL.format(repository_url())
+def install_source() -> str:  # the repository's URL is written once, in CITATION.cff
+    return INSTALL.format(yaml.safe_load((repo_root() / "CITATION.cff").read_text())["repository-code"])
 
 
 def _literal(value) -> str:
@@ -55,8 +49,7 @@ def parameters_source(parameters: type) -> str:
 
 
 def generate_cells(path: Path) -> None:
-    """Make a notebook's install cell and parameters cell (its first two code cells, added
-    where missing) current, and store it."""
+    """Make a notebook's install and parameters cells (its first two code cells) current."""
     nb = nbformat.read(path, as_version=4)
     at = next((k for k, c in enumerate(nb.cells) if c.cell_type == "code"), len(nb.cells))
     wanted = (("install-qkov", "remove-cell", install_source()),
@@ -89,8 +82,7 @@ def store(nb: nbformat.NotebookNode, path: Path) -> None:
 
 
 def run(notebook: Path, output: Path | None = None, parameters: dict | None = None) -> None:
-    """Execute ``notebook`` and store it at ``output`` (default: in place); a failed run
-    leaves it untouched."""
+    """Execute ``notebook``, store it at ``output`` (default: in place); a failed run stores nothing."""
     import papermill
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -13,8 +13,6 @@ Snakemake's ``Paramspace`` names each set (``M~10_seeds~1``), run into
 not done, with their errors and logs.
 """
 
-from __future__ import annotations
-
 import argparse
 import inspect
 import itertools
@@ -56,7 +54,7 @@ def _text(value) -> str:  # a grid value in a set's name: 0.1, 1e+300, a-b for a
 class Sweep:
     name: str
     path: Path
-    figure_id: str
+    notebook: str  # the figure's
     sets: dict  # set name -> its grid values
     base: dict
     same: dict
@@ -66,7 +64,6 @@ class Sweep:
 
     rule = property(lambda self: "sweep_" + self.name.replace("-", "_"))  # gathers
     folder = property(lambda self: Path("artifacts/sweeps") / self.name)
-    notebook = property(lambda self: figures.specs()[self.figure_id].notebook)
     gathered = property(lambda self: [str(self.folder / name) for name in GATHERED])
 
     def outputs(self, set_id: str) -> list[str]:  # notebook.ipynb is stored last
@@ -110,7 +107,7 @@ def load(path) -> Sweep:  # every set checked by the figure's Parameters
     names = list(Paramspace(table.map(_text), filename_params="*").instance_patterns)
     if len(set(names)) < len(names):
         raise SweepError(f"{path}: two sets have one name: give a parameter distinct values")
-    sweep = Sweep(path.stem, path, spec.id, dict(zip(names, table.to_dict("records"))),
+    sweep = Sweep(path.stem, path, spec.notebook, dict(zip(names, table.to_dict("records"))),
                   doc.get("base") or {}, same, doc["plot"], doc.get("threads", spec.threads),
                   {**spec.resources, **doc.get("resources", {})})
     Parameters = figures.module(spec.id).Parameters
@@ -125,10 +122,6 @@ def load(path) -> Sweep:  # every set checked by the figure's Parameters
         except (TypeError, ValueError) as err:  # ParameterError names the parameter
             raise SweepError(f"{path}: set {set_id!r}: {err}") from None
     return sweep
-
-
-def load_all(folder) -> list[Sweep]:
-    return [load(path) for path in sorted(Path(folder).glob("*.yaml"))]
 
 
 def status(sweep: Sweep) -> tuple[str, bool]:
@@ -193,19 +186,14 @@ def gather(sweep: Sweep) -> None:
     write_table(sweep.folder / "results.csv", rows)
 
 
-def main(argv=None) -> int:
+if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m qkov_tools.sweeps", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["status"])
     parser.add_argument("sweep", type=Path)
     try:
-        report, done = status(load(parser.parse_args(argv).sweep))
+        report, done = status(load(parser.parse_args().sweep))
     except SweepError as err:
-        print(err, file=sys.stderr)
-        return 2
+        parser.exit(2, f"{err}\n")
     print(report)
-    return 0 if done else 1  # 1: some set is not done
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(0 if done else 1)  # 1: some set is not done
