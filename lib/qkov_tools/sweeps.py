@@ -92,6 +92,12 @@ def load(path) -> Sweep:  # every set checked by the figure's Parameters
     spec = figures.specs().get(doc.get("figure"))
     if spec is None:
         raise SweepError(f"{path}: 'figure' must be one of {', '.join(figures.specs())}")
+    for key in ("base", "same", "resources", "plot"):
+        if not isinstance(doc.get(key) or {}, dict):
+            raise SweepError(f"{path}: '{key}' must map names to values, got {doc[key]!r}")
+    threads = doc.get("threads", spec.threads)
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise SweepError(f"{path}: 'threads' must be a whole number of cores, got {threads!r}")
     grid, same = doc.get("grid"), doc.get("same") or {}
     if not grid or not isinstance(grid, dict) or not all(
             isinstance(v, list) and v for v in grid.values()):
@@ -108,7 +114,7 @@ def load(path) -> Sweep:  # every set checked by the figure's Parameters
     if len(set(names)) < len(names):
         raise SweepError(f"{path}: two sets have one name: give a parameter distinct values")
     sweep = Sweep(path.stem, path, spec.notebook, dict(zip(names, table.to_dict("records"))),
-                  doc.get("base") or {}, same, doc["plot"], doc.get("threads", spec.threads),
+                  doc.get("base") or {}, same, doc["plot"], threads,
                   {**spec.resources, **doc.get("resources", {})})
     Parameters = figures.module(spec.id).Parameters
     allowed = [name for name in Parameters.names() if name != "artifacts_dir"]  # the sweep's
