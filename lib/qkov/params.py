@@ -69,7 +69,7 @@ class FigureParameters:
                 object.__setattr__(self, f.name, f.metadata["check"](f.name, getattr(self, f.name)))
                 if _has_text(given[f.name]) and not _has_text(getattr(self, f.name)):
                     given[f.name] = getattr(self, f.name)  # "1e-3" from YAML: record 0.001
-        object.__setattr__(self, "_given", given)
+        object.__setattr__(self, "given", given)
         self.check()
         work, slowdown = self.work(), 1.0
         if "workers" in self.names():  # fewer processes than the default run's: longer
@@ -116,7 +116,3 @@ class FigureParameters:
     @classmethod
     def spec(cls):  # the SPEC of the figure module that defines these parameters
         return getattr(sys.modules[cls.__module__], "SPEC", None)
-
-    @property
-    def given(self) -> dict[str, Any]:
-        return dict(self._given)
