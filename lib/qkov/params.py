@@ -27,7 +27,6 @@ def collect(namespace: dict[str, Any], allowed) -> dict[str, Any]:
         namespace[_SEEN] = sorted(name for name, value in namespace.items()
                                   if not name.startswith("_") and name not in _KERNEL_NAMES
                                   and not isinstance(value, types.ModuleType))
-    allowed = list(allowed)
     for name in namespace[_SEEN]:
         if name not in allowed:
             raise ParameterError(name, f"unknown parameter; this notebook takes {', '.join(allowed)}")
@@ -42,8 +41,8 @@ def parameter(default: Any, check, doc: str = "", **limits: Any) -> Any:
     return field(default=default, metadata=metadata)
 
 
-def derived(**kw: Any) -> Any:  # a field FigureParameters.check computes
-    return field(init=False, repr=False, compare=False, **kw)
+def derived() -> Any:  # a field FigureParameters.check computes
+    return field(init=False, repr=False, compare=False)
 
 
 def _has_text(value: Any) -> bool:
