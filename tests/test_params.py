@@ -137,7 +137,6 @@ def test_the_cost_line_is_printed_first_the_same_in_and_out_of_the_pipeline(caps
         assert reader in ["".join(o["text"]) for c in nb.cells if c.cell_type == "code"
                           for o in c.get("outputs", []) if o.get("name") == "stdout"], spec.id
     assert costed == 9
-    assert paper_fig4.Parameters().cost() is None  # seconds of work: no line
 
 
 def test_the_cost_counts_sequence_length_and_workers():
