@@ -18,8 +18,8 @@ from qkov import artifacts, plotting, provenance, sets, tables
 from qkov.figures import paper_fig4
 
 
-def _figure_set(tag: str, size: int = 1000) -> dict:
-    files = {"figure.png": tag.encode() * size, "data.csv": f"x\n{tag}\n".encode()}
+def _figure_set(tag: str) -> dict:
+    files = {"figure.png": tag.encode() * 1000, "data.csv": f"x\n{tag}\n".encode()}
     files["summary.json"] = sets.summary_bytes("fig", {"tag": tag}, [{"x": tag}], 0.0, dict(files))
     return files
 
@@ -46,10 +46,9 @@ def test_a_file_and_a_set_are_replaced_whole_or_not_at_all(tmp_path):
         sets.verify_set(folder)
 
 
-def test_where_a_run_writes(tmp_path, monkeypatch, capsys):
-    """Its artifacts_dir if given; in the pipeline the canonical folder, and only at the
-    defaults (the probe: papermill on paper-fig4 with -y "ratios: [1]" overwrote the book's
-    figure); otherwise a run folder named by its parameters."""
+def test_where_a_run_writes(tmp_path, monkeypatch):
+    """Its artifacts_dir if given; in the pipeline the canonical folder, at the defaults only
+    (the probe: -y "ratios: [1]" overwrote the book's paper-fig4); else a run folder of its own."""
     monkeypatch.setenv(artifacts.ARTIFACTS_ENV, str(tmp_path))
     monkeypatch.delenv(artifacts.PIPELINE_ENV, raising=False)
     default, custom = paper_fig4.Parameters(), paper_fig4.Parameters(ratios=[1])
@@ -109,9 +108,8 @@ def test_two_runs_saving_into_one_folder_never_mix(tmp_path):
 
 
 def test_the_next_save_removes_what_runs_killed_while_saving_left(tmp_path):
-    """A run killed mid-save leaves its staging folder (its set was never swapped in: the
-    folder stays whole, as a failed write shows); the next save removes it, not a live
-    run's."""
+    """A run killed mid-save leaves its staging folder (the folder stays whole, as a failed
+    write shows); the next save removes it, not a live run's."""
     dead = subprocess.Popen(["true"])
     dead.wait()
     left = [tmp_path / f".fig.{dead.pid}.abcdefgh.new", tmp_path / f".fig.{os.getpid()}.abcdefgh.new"]

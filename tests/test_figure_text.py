@@ -1,7 +1,6 @@
-"""Every figure reads at the book's width: no text below ``plotting.MIN_TEXT_PT`` at
-``BOOK_WIDTH_PX``, no two texts overlapping. ``publish`` refuses a drawing that fails, so every
-figure is held to it where it is published (nbval, test_language_pipelines); here: that the
-measure and the refusal are right."""
+"""Every figure reads at the book's width (no text below ``plotting.MIN_TEXT_PT`` at
+``BOOK_WIDTH_PX``, no two texts overlapping): ``publish`` refuses a drawing that fails wherever a
+figure is published (nbval, test_language_pipelines); here: the measure and the refusal."""
 
 import pytest
 

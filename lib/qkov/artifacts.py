@@ -67,6 +67,4 @@ def not_canonical(given, defaults) -> list[str]:
 
 def custom_parameters(parameters: Any) -> list[str] | None:
     """The parameters other than the defaults; None for a plain mapping."""
-    if not hasattr(parameters, "defaults"):
-        return None
-    return differing(parameters.given, parameters.defaults())
+    return differing(parameters.given, parameters.defaults()) if hasattr(parameters, "defaults") else None

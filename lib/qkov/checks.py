@@ -19,10 +19,9 @@ def integer(name: str, value: Any, minimum: int | None = None,
             maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise ParameterError(name, f"expected an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ParameterError(name, f"expected an integer >= {minimum}, got {value!r}")
-    if maximum is not None and value > maximum:
-        raise ParameterError(name, f"expected an integer <= {maximum}, got {value!r}")
+    for bound, sign, holds in ((minimum, ">=", operator.ge), (maximum, "<=", operator.le)):
+        if bound is not None and not holds(value, bound):
+            raise ParameterError(name, f"expected an integer {sign} {bound}, got {value!r}")
     return int(value)
 
 

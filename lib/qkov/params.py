@@ -27,7 +27,6 @@ def collect(namespace: dict[str, Any], allowed) -> dict[str, Any]:
         namespace[_SEEN] = sorted(name for name, value in namespace.items()
                                   if not name.startswith("_") and name not in _KERNEL_NAMES
                                   and not isinstance(value, types.ModuleType))
-    allowed = list(allowed)
     for name in namespace[_SEEN]:
         if name not in allowed:
             raise ParameterError(name, f"unknown parameter; this notebook takes {', '.join(allowed)}")
@@ -42,8 +41,8 @@ def parameter(default: Any, check, doc: str = "", **limits: Any) -> Any:
     return field(default=default, metadata=metadata)
 
 
-def derived(**kw: Any) -> Any:  # a field FigureParameters.check computes
-    return field(init=False, repr=False, compare=False, **kw)
+def derived() -> Any:  # a field FigureParameters.check computes
+    return field(init=False, repr=False, compare=False)
 
 
 def _has_text(value: Any) -> bool:
@@ -69,7 +68,7 @@ class FigureParameters:
                 object.__setattr__(self, f.name, f.metadata["check"](f.name, getattr(self, f.name)))
                 if _has_text(given[f.name]) and not _has_text(getattr(self, f.name)):
                     given[f.name] = getattr(self, f.name)  # "1e-3" from YAML: record 0.001
-        object.__setattr__(self, "_given", given)
+        object.__setattr__(self, "given", given)
         self.check()
         work, slowdown = self.work(), 1.0
         if "workers" in self.names():  # fewer processes than the default run's: longer
@@ -116,7 +115,3 @@ class FigureParameters:
     @classmethod
     def spec(cls):  # the SPEC of the figure module that defines these parameters
         return getattr(sys.modules[cls.__module__], "SPEC", None)
-
-    @property
-    def given(self) -> dict[str, Any]:
-        return dict(self._given)

@@ -30,16 +30,13 @@ def _start_worker(parent_pid: int) -> None:
         prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     if os.getppid() != parent_pid:  # the parent died before the request took effect
         os._exit(1)
-    threading.Thread(target=_watch_parent, args=(parent_pid,), name="qkov-parent-watchdog",
-                     daemon=True).start()
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
     torch.set_num_threads(pinned_threads())
 
 
 def map_in_processes(function, argument_tuples: list[tuple], workers: int) -> list:
     """``[function(*args) for args in argument_tuples]`` on up to ``workers`` forked
     processes (here when one suffices); they inherit module state set before the call."""
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"parameter 'workers': expected an integer >= 1, got {workers!r}")
     if workers == 1 or len(argument_tuples) <= 1:
         return [function(*args) for args in argument_tuples]
     with multiprocessing.get_context("fork").Pool(

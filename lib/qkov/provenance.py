@@ -14,17 +14,12 @@ from typing import Any
 from .artifacts import custom_parameters, repo_root
 
 
-def _git(*args: str, cwd: Path | None = None) -> str | None:
+def _git(root: Path, *args: str) -> str | None:
     try:
-        out = subprocess.run(["git", *args], cwd=cwd or repo_root(), capture_output=True,
-                             text=True, timeout=10)
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
-
-
-def git_commit(root: Path | None = None) -> str | None:
-    return _git("rev-parse", "HEAD", cwd=root)
 
 
 def running_checkout() -> Path | None:
@@ -33,27 +28,9 @@ def running_checkout() -> Path | None:
     return root if Path(__file__).resolve().is_relative_to(root / "lib") else None
 
 
-def _code_cells(notebook_json: str) -> list[str]:
-    cells = json.loads(notebook_json).get("cells", [])
-    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-            for c in cells if c.get("cell_type") == "code"]
-
-
-def _code_changed(root: Path, figure_id: str) -> tuple[bool | None, bool | None]:
-    """Whether the library and the notebook's code (not its outputs) differ from the commit."""
-    library = _git("status", "--porcelain", "--untracked-files=all", "--", "lib",
-                   "pyproject.toml", cwd=root)
-    notebook = root / "notebooks" / f"{figure_id}.ipynb"
-    committed = _git("show", f"HEAD:notebooks/{figure_id}.ipynb", cwd=root)
-    notebook_changed = None if not notebook.is_file() else (
-        committed is None or _code_cells(committed) != _code_cells(notebook.read_text()))
-    return None if library is None else bool(library), notebook_changed
-
-
-def cpu_model() -> str:
-    cpuinfo = Path("/proc/cpuinfo")
-    found = cpuinfo.is_file() and re.search(r"^model name\s*:(.*)$", cpuinfo.read_text(), re.M)
-    return found.group(1).strip() if found else platform.processor() or platform.machine()
+def _code_cells(notebook_json: str) -> list[str]:  # a cell's source: a string or a list of lines
+    return ["".join(c["source"]) for c in json.loads(notebook_json).get("cells", [])
+            if c.get("cell_type") == "code"]
 
 
 def provenance(wall_time_s: float, figure_id: str, parameters: Any = None,
@@ -64,10 +41,19 @@ def provenance(wall_time_s: float, figure_id: str, parameters: Any = None,
     from . import __version__
 
     checkout = running_checkout()
-    commit = git_commit(checkout) if checkout else None
-    library_changed, notebook_changed = (_code_changed(checkout, figure_id) if commit
-                                         else (None, None))
+    commit = _git(checkout, "rev-parse", "HEAD") if checkout else None
+    library_changed = notebook_changed = None
+    if commit:  # the library's and the notebook's code (not its outputs) against the commit
+        library = _git(checkout, "status", "--porcelain", "--untracked-files=all", "--", "lib",
+                       "pyproject.toml")
+        library_changed = None if library is None else bool(library)
+        notebook = checkout / "notebooks" / f"{figure_id}.ipynb"
+        committed = _git(checkout, "show", f"HEAD:notebooks/{figure_id}.ipynb")
+        notebook_changed = None if not notebook.is_file() else (
+            committed is None or _code_cells(committed) != _code_cells(notebook.read_text()))
     code = [c for c in (library_changed, notebook_changed) if c is not None]
+    cpuinfo = Path("/proc/cpuinfo")
+    cpu = cpuinfo.is_file() and re.search(r"^model name\s*:(.*)$", cpuinfo.read_text(), re.M)
     mkl = re.search(r"Math Kernel Library Version ([\w.-]+)", torch.__config__.show())
     return {
         "library": ("a git checkout" if commit else
@@ -86,7 +72,7 @@ def provenance(wall_time_s: float, figure_id: str, parameters: Any = None,
             "platform": platform.platform(),
             "processor": platform.machine(),
             "cpu_count": os.cpu_count(),
-            "cpu_model": cpu_model(),
+            "cpu_model": cpu.group(1).strip() if cpu else platform.processor() or platform.machine(),
             "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "aten_cpu_capability_env": os.environ.get("ATEN_CPU_CAPABILITY"),
             "mkl": mkl.group(1) if mkl else None,

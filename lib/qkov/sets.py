@@ -89,7 +89,6 @@ def write_set(folder: Path, files: dict[str, bytes]) -> None:
     try:
         for name, data in files.items():
             (staging / name).write_bytes(data)
-            os.chmod(staging / name, 0o666 & ~_UMASK)
         os.chmod(staging, 0o777 & ~_UMASK)  # mkdtemp makes 0700
         for _ in range(100):  # another run may swap in between: try again
             if _exchange(staging, folder):

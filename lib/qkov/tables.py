@@ -44,20 +44,12 @@ def _cell(value: Any) -> Any:
     return value if isinstance(value, (bool, int, str)) else str(value)
 
 
-def table(rows, columns=None, digits: int = 4) -> dict[str, Any]:
-    """A table as data: its ``columns`` (default: the first row's keys), ``digits`` and
-    ``rows`` (lists of cells in the columns' order)."""
-    columns = list(columns if columns is not None else rows[0])
-    return {"columns": columns, "digits": digits,
-            "rows": [[_cell(row[c]) for c in columns] for row in rows]}
-
-
 def cell_text(value: Any, digits: int) -> str:
     return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
 
 
 def text(data: Mapping[str, Any]) -> str:
-    """The printed form of a :func:`table`."""
+    """The printed form of a table :func:`show` keeps."""
     columns, digits = data["columns"], data["digits"]
     body = [[cell_text(value, digits) for value in row] for row in data["rows"]]
     widths = [max(len(c), *(len(line[i]) for line in body)) for i, c in enumerate(columns)]
@@ -69,7 +61,11 @@ _shown: list[dict[str, Any]] = []  # the tables shown since the last taken()
 
 
 def show(rows, columns=None, digits: int = 4) -> None:
-    _shown.append(table(rows, columns, digits))
+    """Prints a table and keeps it as data: its ``columns`` (default: the first row's keys),
+    ``digits`` and ``rows`` (lists of cells in the columns' order)."""
+    columns = list(columns if columns is not None else rows[0])
+    _shown.append({"columns": columns, "digits": digits,
+                   "rows": [[_cell(row[c]) for c in columns] for row in rows]})
     print(text(_shown[-1]))
 
 
