@@ -46,6 +46,7 @@ def test_a_file_and_a_set_are_replaced_whole_or_not_at_all(tmp_path):
         sets.verify_set(folder)
 
 
+@pytest.mark.notebook  # a real publish: seconds
 def test_where_a_run_writes(tmp_path, monkeypatch):
     """Its artifacts_dir if given; in the pipeline the canonical folder, at the defaults only
     (the probe: -y "ratios: [1]" overwrote the book's paper-fig4); else a run folder of its own."""
@@ -59,6 +60,12 @@ def test_where_a_run_writes(tmp_path, monkeypatch):
     # The same values however written, and where a run goes or how it shows: one folder.
     assert run == artifacts.output_dir("paper-fig4", paper_fig4.Parameters(ratios=(1.0,),
                                                                           allow_long=True))
+    trajectories = paper_fig4.trajectories(custom)  # publish writes there, whole, and says so
+    plotting.publish(paper_fig4.SPEC, custom, paper_fig4.threshold_rows(trajectories), 0.0,
+                     {"figure": paper_fig4.plot(trajectories, custom.thresholds)})
+    assert sorted(f.name for f in run.iterdir()) == sorted(paper_fig4.SPEC.files)
+    sets.verify_set(run)
+    assert not (tmp_path / "paper-fig4").exists()
     monkeypatch.setenv(artifacts.PIPELINE_ENV, "1")
     assert artifacts.output_dir("paper-fig4", default) == tmp_path / "paper-fig4"
     with pytest.raises(ValueError, match="paper-fig4: the canonical folder .* sets M, ratios"):

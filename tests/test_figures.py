@@ -58,7 +58,8 @@ def test_specs_and_notebooks_match_one_to_one_and_the_book_shows_each():
 @pytest.mark.parametrize("field, value", [
     ("id", "Paper_Fig2"), ("tables", ("data.csv",)), ("tables", ("heatmaps.txt",)),
     ("reads", ("my-fig/data.csv",)), ("resources", {"gpus": 1}),
-    ("dtype", "float16"), ("extra_drawings", (Drawing("a", None), Drawing("a", None)))])
+    ("dtype", "float16"), ("extra_drawings", (Drawing("a", None), Drawing("a", None))),
+    ("threads", 0), ("rates", {"model-steps": 0})])
 def test_a_malformed_spec_fails_naming_the_field(field, value):
     with pytest.raises(ValueError, match=f"^FigureSpec '.*': {field}: expected"):
         FigureSpec(**{"id": "my-fig", "reproduces": None, "page": "book/x", field: value})

@@ -39,6 +39,8 @@ BAD = [  # (figure module, values, the parameter named, words of the message)
     # reachable: the flow reaches 1e-20 (test_the_loss_floor_is_reached), float64 descents 1e-10
     (paper_fig4, {"target_loss": 1e-50}, "target_loss", "1e-20"),
     (theory_reduction, {"target_loss": 1e-12}, "target_loss", "1e-10"),
+    (SWEEP, {"matched_loss": 1e-12}, "matched_loss", "1e-10"),
+    (paper_fig4, {"target_loss": 1e-21}, "target_loss", "1e-20"),
     (theory_rescaling, {"matched_loss": 1e-50, **NO_FIG2}, "matched_loss", "1e-20"),
     (theory_rescaling, {"init_scale": 1e-100, **NO_FIG2}, "init_scale", ""),
     (theory_rescaling, {"r": 1e4, **NO_FIG2}, "r", ""),
@@ -49,10 +51,14 @@ BAD = [  # (figure module, values, the parameter named, words of the message)
     (SWEEP, {"ratios": [1, 1.0]}, "ratios", "distinct"),
     (SWEEP, {"variants": [[64, "default", 0.1]] * 2}, "variants", ""),
     (paper_fig3, {"alphas": [0.5, 0.5]}, "alphas", ""),
+    (SWEEP, {"variant_ratios": [10, 10]}, "variant_ratios", "distinct"),
     # size: time and memory
     (paper_fig4, {"per_decade": 100_000_000}, "per_decade", "<= 100"),
     (paper_fig4, {"per_decade": 100, "target_loss": 1e-19}, "per_decade", "1,901"),
     (paper_fig4, {"ratios": [1e7]}, "ratios", ""),
+    (theory_reduction, {"ratios": [1e7]}, "ratios", ""),
+    (SWEEP, {"step_fraction": 1e-5}, "step_fraction", ""),
+    (paper_fig3, {"eval_batches": 10_001}, "eval_batches", ""),
     (paper_fig4, {"ratios": list(range(1, 52))}, "ratios", "at most 50"),
     (theory_reduction, {"M": 1000}, "M", "M^2 (m + n)"),
     (SWEEP, {"n": 30_000}, "M", ""),
