@@ -22,12 +22,8 @@ import qkov_book  # noqa: E402
 import qkov_figures  # noqa: E402
 import qkov_tables  # noqa: E402
 
-
-def toc_docnames() -> list[str]:  # the pages in reading order, as Sphinx reads _toc.yml
-    return list(parse_toc_yaml(REPO / "_toc.yml"))
-
-
-FIGURES = qkov_figures.book_figures(REPO, toc_docnames())
+TOC = list(parse_toc_yaml(REPO / "_toc.yml"))  # the pages in reading order, as Sphinx reads it
+FIGURES = qkov_figures.book_figures(REPO, TOC)
 SHOWN = {label: f for label, f in FIGURES.items() if not f.spec.needs_dataset}
 
 
@@ -85,9 +81,8 @@ def test_every_figure_is_shown_named_and_citable_with_its_data(book_html, label)
 
 def test_one_numbering_in_book_order_in_the_gallery_and_the_figure_table(book_html):
     """The companion's own figures are C1, C2, ... in book order, the gallery's and table's."""
-    order = toc_docnames()
     assert list(FIGURES) == [spec.label(d) for spec in sorted(specs().values(), key=lambda s: (
-        order.index(s.page), order.index(s.notebook.removesuffix(".ipynb")))) for d in spec.drawings]
+        TOC.index(s.page), TOC.index(s.notebook.removesuffix(".ipynb")))) for d in spec.drawings]
     own = [f.name for f in FIGURES.values() if f.drawing.reproduces is None]
     assert own == [f"C{k}" for k in range(1, len(own) + 1)] and FIGURES["model-schematic"].name == "C1"
     assert [qkov_figures.reproduction_name("paper section 5 (x)", p) for p in (False, True)] == \

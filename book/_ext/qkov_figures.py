@@ -33,10 +33,7 @@ class BookFigure:
     drawing: Drawing
     folder: Path
     name: str  # "Fig. 2 (reproduced)" or "C1"
-
-    @property
-    def label(self) -> str:  # its anchor, the id readers cite
-        return self.spec.label(self.drawing)
+    label: str  # its anchor, the id readers cite
 
     def file(self, suffix: str) -> Path:
         return self.folder / f"{self.drawing.stem}.{suffix}"
@@ -68,8 +65,8 @@ def book_figures(srcdir, order: list[str]) -> dict[str, BookFigure]:  # by page,
             own += drawing.reproduces is None
             name = (reproduction_name(drawing.reproduces, spec.needs_dataset)
                     if drawing.reproduces else f"C{own}")
-            figures[spec.label(drawing)] = BookFigure(spec, drawing,
-                                                      default_dir(spec.id, srcdir), name)
+            label = spec.label(drawing)
+            figures[label] = BookFigure(spec, drawing, default_dir(spec.id, srcdir), name, label)
     return figures
 
 
@@ -100,11 +97,6 @@ def _verify_sets(app) -> None:
 
 def source_path(path: Path, srcdir) -> str:  # as Sphinx names a file ("/.." for one outside)
     return "/" + Path(os.path.relpath(Path(path).resolve(), Path(srcdir).resolve())).as_posix()
-
-
-def ref(figure: BookFigure, text: str = "") -> str:  # (one that needs a dataset: on no page)
-    text = text or figure.name
-    return text if figure.spec.needs_dataset else f"{{ref}}`{text} <{figure.label}>`"
 
 
 def ref_node(figure: BookFigure) -> nodes.Node:
@@ -245,9 +237,7 @@ def _unnumber_figures(app, env) -> list[str]:  # named, not numbered (equations 
     return []
 
 
-class GalleryDirective(SphinxDirective):
-    """Every drawn figure: its thumbnail and name linking it, its caption and downloads."""
-
+class GalleryDirective(SphinxDirective):  # each drawn figure: thumbnail, name, caption, downloads
     def run(self):
         for docname in self.env.found_docs:  # re-read when a page (a caption, a glued value) changes
             self.env.note_dependency(self.env.doc2path(docname))
@@ -267,7 +257,7 @@ class GalleryDirective(SphinxDirective):
 {target * (not figure.spec.needs_dataset)}
 ```
 
-**{ref(figure)}**{own}
+**{{qkov-fig}}`{figure.label}`**{own}
 
 {download_line(figure, self.env.srcdir)}
 ::::
@@ -298,14 +288,14 @@ class GalleryCaptions(SphinxPostTransform):
 
 
 class FigureTableDirective(SphinxDirective):  # a row per spec, in book order
-
     def run(self):
         rows = [["figure id", "notebook", "reproduces", "reads", "needs a dataset"]]
         for figure in _figures(self.env).values():
             spec = figure.spec
             if figure.label == spec.id:
                 rows.append([
-                    ref(figure, spec.id), f"{{doc}}`{spec.notebook} </{spec.notebook[:-6]}>`",
+                    spec.id if spec.needs_dataset else f"{{ref}}`{spec.id} <{spec.id}>`",
+                    f"{{doc}}`{spec.notebook} </{spec.notebook[:-6]}>`",
                     "; ".join(f"`{spec.label(d)}`: " * (len(spec.drawings) > 1)
                               + (d.reproduces or "none (the companion's own)") for d in spec.drawings),
                     ", ".join(f"`{read}`" for read in spec.reads) or "nothing",
