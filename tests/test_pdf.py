@@ -1,7 +1,6 @@
 """The PDF of the whole book (built by ``book_html`` before the HTML, as ``make book`` does),
 read back with poppler's pdftotext and pdfimages and compared with the HTML book."""
 
-import html as html_lib
 import re
 import shutil
 import subprocess
@@ -37,7 +36,7 @@ def test_every_page_links_the_pdf(book_html, pdf):
     for page in pages:
         href = re.search(r'<a href="([^"]+)"[^>]*btn-download-book-pdf-button', page.read_text())
         assert href, f"{page.relative_to(book_html)}: no PDF in the download menu"
-        target = page.parent / html_lib.unescape(href.group(1))
+        target = page.parent / plain(href.group(1))
         assert target.read_bytes() == pdf.read_bytes(), f"{page}: {href.group(1)}"
 
 
