@@ -162,7 +162,7 @@ def static_problems(root: Path) -> list[str]:
             elif anchor and file.suffix == ".html" and unquote(anchor) not in parse(file).ids:
                 problems.append(f"{page}: link {href} points to a missing anchor")
         for url in filter(None, parse(path).loads):
-            if not REMOTE.match(url) and not (path.parent / unquote(url.split("?")[0])).exists():
+            if not REMOTE.match(url) and not (path.parent / unquote(re.split("[?#]", url)[0])).exists():
                 problems.append(f"{page} loads {url}, which is missing")
     return problems
 
