@@ -1,9 +1,6 @@
-// What a reader would see broken on a loaded page whose math is typeset (an asynchronous
-// WebDriver script of tests/test_browser.py: its last argument takes the result): images
-// that did not load, raw TeX, MathJax errors, SVG text under 12 px (9 pt), and the layout:
-// display math or a table wider than the column (desktop widths only: on a phone such a one
-// must scroll), anything cut off without a scrollbar, inline math running out of its line,
-// a page that scrolls sideways.
+// What a reader would see broken on a typeset page (test_browser.py's asynchronous script): images not
+// loaded, raw TeX, MathJax errors, SVG text under 12 px; display math or a table wider than the column
+// (desktop only: on a phone it scrolls), anything cut off, inline math out of its line, sideways scrolling.
 var done = arguments[arguments.length - 1], render = [], layout = [];
 function short(text) {
   text = text.replace(/\s+/g, " ").trim();

@@ -1,23 +1,18 @@
 """The PDF of the whole book (built by ``book_html`` before the HTML, as ``make book`` does),
 read back with poppler's pdftotext and pdfimages and compared with the HTML book."""
 
-import html as html_lib
 import re
 import shutil
 import subprocess
-import sys
 import unicodedata
 
 import pytest
 import yaml
 from pybtex.database import parse_file
-from test_book import SHOWN, plain, toc_docnames
+from test_book import SHOWN, TOC, plain, qkov_book
 
 from conftest import REPO
 from qkov.plotting import png_size
-
-sys.path.insert(0, str(REPO / "book" / "_ext"))
-import qkov_book  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -30,19 +25,18 @@ def pdf(book_html):
     return qkov_book.built_pdf(book_html)
 
 
-def flat(text: str) -> str:
-    """Ligatures split, quotes straight, no whitespace or hyphens (the PDF hyphenates)."""
+def flat(text: str) -> str:  # ligatures split, quotes straight, no whitespace or hyphens (hyphenated)
     text = unicodedata.normalize("NFKC", text).translate(str.maketrans("‘’“”", "''\"\""))
     return re.sub(r"[\s\-‐‑]+", "", text)
 
 
 def test_every_page_links_the_pdf(book_html, pdf):
     pages = [p for p in book_html.rglob("*.html") if "btn-download-source-button" in p.read_text()]
-    assert len(pages) == len(toc_docnames())
+    assert len(pages) == len(TOC)
     for page in pages:
         href = re.search(r'<a href="([^"]+)"[^>]*btn-download-book-pdf-button', page.read_text())
         assert href, f"{page.relative_to(book_html)}: no PDF in the download menu"
-        target = page.parent / html_lib.unescape(href.group(1))
+        target = page.parent / plain(href.group(1))
         assert target.read_bytes() == pdf.read_bytes(), f"{page}: {href.group(1)}"
 
 
@@ -55,7 +49,7 @@ def test_the_pdf_holds_the_book(book_html, pdf):
     config = yaml.safe_load((REPO / "_config.yml").read_text())
     assert flat(config["title"]).casefold() in body
     titles = [plain(re.search(r"<h1>(.*?)</h1>", (book_html / f"{d}.html").read_text()).group(1))
-              for d in toc_docnames()[1:]]  # each page's title, as the HTML book's header shows it
+              for d in TOC[1:]]  # each page's title, as the HTML book's header shows it
     absent = [t for t in titles if body.count(flat(t).casefold()) < 2]
     assert not absent, f"page titles missing from the PDF: {absent}"
     for label, figure in SHOWN.items():

@@ -92,7 +92,6 @@ RECORDS = {"trainer-speed": trainer_speed, "figure-times": figure_times, "test-r
 
 
 class RecordDirective(SphinxDirective):  # as the measurement wrote it, or an error
-
     required_arguments = 1
 
     def run(self):
@@ -110,7 +109,6 @@ class RecordDirective(SphinxDirective):  # as the measurement wrote it, or an er
 
 
 class CitationDirective(SphinxDirective):  # the paper's BibTeX entry and the companion's
-
     def run(self):
         bib = "".join(Path(self.env.srcdir, f).read_text() for f in self.config.bibtex_bibfiles)
         paper = re.search(rf"@\w+\{{{PAPER_KEY},.*?\n\}}", bib, re.S).group(0)
@@ -145,10 +143,7 @@ def _pdf_button(app, pagename, templatename, context, doctree) -> None:  # after
                                       "tooltip": "Download the whole book as a PDF"})
 
 
-class TallFiguresFitThePage(SphinxPostTransform):
-    """In the PDF a figure taller than 0.9 of its width (the 4 x 2 heatmaps) is 0.9 of the
-    line width high, to fit with its caption; no SVG link."""
-
+class TallFiguresFitThePage(SphinxPostTransform):  # in the PDF, with its caption; no SVG link
     default_priority = 200
     builders = ("latex",)
 
@@ -159,7 +154,7 @@ class TallFiguresFitThePage(SphinxPostTransform):
             path = Path(self.env.srcdir, image["uri"].lstrip("/"))
             if path.suffix == ".png" and path.is_file() and "height" not in image:
                 width, height = png_size(path.read_bytes()[:24])
-                if height > 0.9 * width:
+                if height > 0.9 * width:  # (the 4 x 2 heatmaps) 0.9 of the line width high
                     image["height"] = "90%"
 
 

@@ -1,6 +1,5 @@
-/* Inlined at the end of its panel by qkov_explorer.py. It draws and computes nothing: the panel's
- * JSON holds the library's runs[i_n][i_r] = {x: log10 tau, mu_ov, mu_qk, loss: log10 L, alpha,
- * end: {tau, alpha} at the target loss}, and the sliders step through their indices. */
+/* Draws, computes nothing: the panel's JSON holds the library's runs[i_n][i_r] = {x: log10 tau, mu_ov,
+ * mu_qk, loss: log10 L, alpha, end: {tau, alpha} at the target loss}; the sliders step the indices. */
 (() => {
   "use strict";
   const W = 280, H = 200, LEFT = 46, RIGHT = 14, TOP = 24, BOTTOM = 40, FONT = 12, TRACES = 8;

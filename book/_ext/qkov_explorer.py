@@ -39,9 +39,8 @@ def one_two_five(lo: float, hi: float) -> list[float]:  # lo, hi and 1-2-5 x 10^
 
 
 def thin(points: np.ndarray) -> np.ndarray:
-    """The indices of the points to keep (Ramer-Douglas-Peucker): each dropped point lies
-    within TOLERANCE of the line between its kept neighbours. ``points``: (k, d), column 0
-    increasing, every column scaled to its plot's range."""
+    """Ramer-Douglas-Peucker: the indices of the points (column 0 increasing, each scaled to its
+    plot's range) to keep, each dropped one within TOLERANCE of the line between its kept neighbours."""
     keep, spans = {0, len(points) - 1}, [(0, len(points) - 1)]
     while spans:
         i, j = spans.pop()
@@ -55,8 +54,7 @@ def thin(points: np.ndarray) -> np.ndarray:
 
 
 def run_data(trajectory, loss_axis: tuple[float, float]) -> dict:
-    """One run as drawn: log10 tau and the four quantities (the loss as log10) at the kept
-    samples, rounded under 0.2 px, and tau and alpha where the loss reaches the target."""
+    """One run as drawn (rounded under 0.2 px), and tau and alpha where it reaches the target loss."""
     tau = np.geomspace(1.0, trajectory.tau[-1], SAMPLES)
     s = trajectory.sample(tau)
     columns = {"x": np.log10(tau), "mu_ov": s["mu_ov"], "mu_qk": s["mu_qk"],

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from docutils import nodes
 from docutils.parsers.rst import directives
@@ -18,6 +18,7 @@ from sphinx import addnodes
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
+from sphinx_external_toc.parsing import parse_toc_yaml
 
 from qkov.artifacts import default_dir, not_canonical
 from qkov.figures import module, specs
@@ -27,16 +28,12 @@ from qkov.spec import DRAWING_FORMATS, Drawing, FigureSpec
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class BookFigure:
+class BookFigure(NamedTuple):
     spec: FigureSpec
     drawing: Drawing
     folder: Path
     name: str  # "Fig. 2 (reproduced)" or "C1"
-
-    @property
-    def label(self) -> str:  # its anchor, the id readers cite
-        return self.spec.label(self.drawing)
+    label: str  # its anchor, the id readers cite
 
     def file(self, suffix: str) -> Path:
         return self.folder / f"{self.drawing.stem}.{suffix}"
@@ -57,7 +54,9 @@ def reproduction_name(reproduces: str, pipeline: bool = False) -> str:
     return f"{base} (reproduced{'; ' + extra if extra else ''})"
 
 
-def book_figures(srcdir, order: list[str]) -> dict[str, BookFigure]:  # by page, then notebook
+def book_figures(srcdir) -> dict[str, BookFigure]:  # by page, then notebook, as _toc.yml lists them
+    order = list(parse_toc_yaml(Path(srcdir) / "_toc.yml"))
+
     def position(spec):
         return (*(order.index(d) for d in (spec.page, spec.notebook.removesuffix(".ipynb"))),
                 spec.id)
@@ -68,13 +67,9 @@ def book_figures(srcdir, order: list[str]) -> dict[str, BookFigure]:  # by page,
             own += drawing.reproduces is None
             name = (reproduction_name(drawing.reproduces, spec.needs_dataset)
                     if drawing.reproduces else f"C{own}")
-            figures[spec.label(drawing)] = BookFigure(spec, drawing,
-                                                      default_dir(spec.id, srcdir), name)
+            label = spec.label(drawing)
+            figures[label] = BookFigure(spec, drawing, default_dir(spec.id, srcdir), name, label)
     return figures
-
-
-def _figures(env) -> dict[str, BookFigure]:
-    return book_figures(env.srcdir, list(env.config.external_site_map))  # as _toc.yml lists them
 
 
 def set_problems(srcdir) -> list[str]:  # each set the book shows not whole or not canonical
@@ -102,11 +97,6 @@ def source_path(path: Path, srcdir) -> str:  # as Sphinx names a file ("/.." for
     return "/" + Path(os.path.relpath(Path(path).resolve(), Path(srcdir).resolve())).as_posix()
 
 
-def ref(figure: BookFigure, text: str = "") -> str:  # (one that needs a dataset: on no page)
-    text = text or figure.name
-    return text if figure.spec.needs_dataset else f"{{ref}}`{text} <{figure.label}>`"
-
-
 def ref_node(figure: BookFigure) -> nodes.Node:
     if figure.spec.needs_dataset:
         return nodes.Text(figure.name)
@@ -128,10 +118,9 @@ class FigureDirective(SphinxDirective):
     option_spec = {"echo": directives.flag}
 
     def run(self):
-        figures, srcdir, docname = _figures(self.env), self.env.srcdir, self.env.docname
-        if self.arguments[0] not in figures:
+        figures, srcdir, docname = book_figures(self.env.srcdir), self.env.srcdir, self.env.docname
+        if (figure := figures.get(self.arguments[0])) is None:
             raise self.error(f"qkov-figure: unknown figure {self.arguments[0]!r}")
-        figure = figures[self.arguments[0]]
         svg, _ = self.env.relfn2path(source_path(figure.file("svg"), srcdir), docname)
         svg = "../" * docname.count("/") + "_downloads/" + self.env.dlfiles.add_file(docname, svg)
         node = nodes.figure("", nodes.reference("", "", nodes.image(
@@ -156,11 +145,9 @@ class FigureDirective(SphinxDirective):
         prov, srcdir, spec = summary["provenance"], self.env.srcdir, figure.spec
         source = f"lib/qkov/figures/{spec.module}.py"
         reproduces = figure.drawing.reproduces
-        state = input_state(prov).replace("_", "\\_")  # (LaTeX)
         note = (f"Figure {figure.label}, " + (f"reproduces {reproduces} of" if reproduces
                                               else "the companion's own figure, on")
-                + f" \\cite{{{PAPER_KEY}}}; commit {(prov.get('commit') or 'unknown')[:12]}"
-                + (f" with {state}" if state else ""))
+                + f" \\cite{{{PAPER_KEY}}}; " + commit_text(prov).replace("_", "\\_"))  # (LaTeX)
         url = f"{citation(srcdir)['url'].rstrip('/')}/{self.env.docname}.html#{figure.label}"
         full_size = f'<a class="qkov-open-full" href="{svg}">Open full size</a> · '
         return f"""
@@ -198,7 +185,7 @@ the language measures), shown from its source: {{doc}}`/book/core`.
 
 def figure_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     env = inliner.document.settings.env
-    if (figure := _figures(env).get(text)) is None:
+    if (figure := book_figures(env.srcdir).get(text)) is None:
         logger.warning(f"qkov-fig: unknown figure {text!r}", location=(env.docname, lineno))
         return [nodes.Text(text)], []
     return [ref_node(figure)], []
@@ -217,21 +204,21 @@ def papermill_command(figure: BookFigure, parameters: dict) -> str:  # -p plain,
                        *(["-y", json.dumps(structured)] if structured else [])])
 
 
-def input_state(prov: dict) -> str:  # how the inputs stood against the commit
+def commit_text(prov: dict) -> str:  # the commit, and how the inputs stood against it
     changed = [what for what in ("library", "notebook") if prov.get(f"{what}_changed")]
     custom = prov.get("custom_parameters")
-    return "; ".join(filter(None, [
+    state = "; ".join(filter(None, [
         prov.get("uncommitted_changes") and "uncommitted changes"
         + (f" ({', '.join(changed)})" if changed else ""),
         custom and "parameters other than the defaults: " + ", ".join(custom)]))
+    return f"commit {(prov.get('commit') or 'unknown')[:12]}" + (f" with {state}" if state else "")
 
 
 def provenance_text(prov: dict, parameters: dict) -> str:
-    m, state = prov.get("machine", {}), input_state(prov)
+    m = prov.get("machine", {})
     seeds = [f"{k} = {json.dumps(v)}" for k, v in parameters.items() if "seed" in k]
     return "; ".join([
-        f"commit {(prov.get('commit') or 'unknown')[:12]}" + (f" with {state}" if state else "")
-        + f", qkov {prov.get('qkov_version')}",
+        commit_text(prov) + f", qkov {prov.get('qkov_version')}",
         f"Python {prov.get('python')}, NumPy {prov.get('numpy')}, PyTorch {prov.get('torch')}",
         f"wall time {prov['wall_time_s']:.1f} s on {m.get('platform')} ({m.get('cpu_model')}, "
         f"{m.get('cpu_count')} CPUs, {m.get('torch_threads')} PyTorch threads, kernels "
@@ -245,14 +232,12 @@ def _unnumber_figures(app, env) -> list[str]:  # named, not numbered (equations 
     return []
 
 
-class GalleryDirective(SphinxDirective):
-    """Every drawn figure: its thumbnail and name linking it, its caption and downloads."""
-
+class GalleryDirective(SphinxDirective):  # each drawn figure: thumbnail, name, caption, downloads
     def run(self):
         for docname in self.env.found_docs:  # re-read when a page (a caption, a glued value) changes
             self.env.note_dependency(self.env.doc2path(docname))
         entries, here = [], Path(self.env.docname).parent
-        for figure in _figures(self.env).values():
+        for figure in book_figures(self.env.srcdir).values():
             if figure.spec.needs_dataset and not (figure.folder / "summary.json").is_file():
                 continue  # not run where the book is built
             target = f":target: {os.path.relpath(figure.spec.page, here)}.html#{figure.label}"
@@ -267,7 +252,7 @@ class GalleryDirective(SphinxDirective):
 {target * (not figure.spec.needs_dataset)}
 ```
 
-**{ref(figure)}**{own}
+**{{qkov-fig}}`{figure.label}`**{own}
 
 {download_line(figure, self.env.srcdir)}
 ::::
@@ -298,14 +283,14 @@ class GalleryCaptions(SphinxPostTransform):
 
 
 class FigureTableDirective(SphinxDirective):  # a row per spec, in book order
-
     def run(self):
         rows = [["figure id", "notebook", "reproduces", "reads", "needs a dataset"]]
-        for figure in _figures(self.env).values():
+        for figure in book_figures(self.env.srcdir).values():
             spec = figure.spec
             if figure.label == spec.id:
                 rows.append([
-                    ref(figure, spec.id), f"{{doc}}`{spec.notebook} </{spec.notebook[:-6]}>`",
+                    spec.id if spec.needs_dataset else f"{{ref}}`{spec.id} <{spec.id}>`",
+                    f"{{doc}}`{spec.notebook} </{spec.notebook[:-6]}>`",
                     "; ".join(f"`{spec.label(d)}`: " * (len(spec.drawings) > 1)
                               + (d.reproduces or "none (the companion's own)") for d in spec.drawings),
                     ", ".join(f"`{read}`" for read in spec.reads) or "nothing",
