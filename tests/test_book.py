@@ -153,6 +153,7 @@ def test_a_broken_book_fails_naming_the_page_and_a_readers_dataset_run_is_shown(
     files["summary.json"] = sets.summary_bytes(spec.id, parameters, rows, 1.0, dict(files))
     sets.write_set(root / spec.id, files)
     (root / "paper-fig4" / "data.csv").unlink()
+    shutil.rmtree(root / "model-schematic")  # a figure never generated
     source = tmp_path / "source"  # what the book is built from (core.md includes lib/)
     for name in ("_config.yml", "_toc.yml", "CITATION.cff", "book", "notebooks", "lib",
                  "benchmarks/results"):
@@ -170,6 +171,8 @@ def test_a_broken_book_fails_naming_the_page_and_a_readers_dataset_run_is_shown(
         assert re.search(rf"book/{page}\.md:\d*: WARNING: download file not readable: "
                          r"\S*paper-fig4/data\.csv", log), log[-3000:]
     assert re.search(r"book/theory\.md:\d+: WARNING: .*theory-reductoin", log), log[-3000:]
+    assert re.search(r"book/\S+\.md:\d+: ERROR: qkov-figure model-schematic: no \S*model-"
+                     r"schematic/summary\.json", log), log[-3000:]
     assert re.search(r"WARNING: the book cannot show this figure's files: \S*paper-fig4/"
                      r"data\.csv: missing", log), log[-3000:]  # checked before any page
     assert not re.search(rf"WARNING: .*{spec.id}", log), log[-3000:]  # a reader's run is no fault

@@ -238,7 +238,7 @@ SHOWN = """const p = document.querySelector('[data-qkov-explorer]'), all = s => 
   const paths = cls => all('path.' + cls).map(e => e.closest('svg').dataset.plot + e.getAttribute('d'));
   return {labels: all('label').map(e => e.textContent), curves: paths('qkx-curve'), references:
     paths('qkx-reference'), traces: paths('qkx-trace'), alphas: all('.qkx-label').map(e => e.textContent),
-    text: p.querySelector('.qkx-values').textContent};"""
+    text: p.querySelector('.qkx-values').textContent, ends: all('.qkx-ends span').map(e => e.textContent)};"""
 
 
 def test_the_explorer_shows_its_point(browser, book_html):
@@ -252,6 +252,7 @@ def test_the_explorer_shows_its_point(browser, book_html):
     before = browser.execute_script(SHOWN)
     assert before["labels"] == [f"Learning-rate ratio r = ηQK / ηOV: {faster:g}",
                                 f"Irrelevant tokens n: {p.n:g}"], before["labels"]
+    assert before["ends"] == [f"{data[k][i]:g}" for k in ("ratios", "n") for i in (0, -1)]
     assert len(before["curves"]) == 4 and len(before["references"]) == 4 and not before["traces"]
     assert not set(before["curves"]) & set(before["references"]), "the dashed curve lies under"
     sharper, matched = library_run(faster, p.n).alpha[-1], library_run(1.0, p.n).alpha[-1]

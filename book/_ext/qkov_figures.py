@@ -141,7 +141,9 @@ class FigureDirective(SphinxDirective):
         return [node, *self.parse_text_to_nodes(self.block(figure, svg))]
 
     def block(self, figure: BookFigure, svg: str) -> str:  # the downloads, then folded the rest
-        summary = json.loads((figure.folder / "summary.json").read_text())
+        if not (path := figure.folder / "summary.json").is_file():
+            raise self.error(f"qkov-figure {figure.label}: no {path}: regenerate the figure")
+        summary = json.loads(path.read_text())
         prov, srcdir, spec = summary["provenance"], self.env.srcdir, figure.spec
         source = f"lib/qkov/figures/{spec.module}.py"
         reproduces = figure.drawing.reproduces
