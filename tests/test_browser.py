@@ -118,11 +118,12 @@ def visit(browser, page: str, shots: Path | None = None) -> list[str]:
 
 
 def test_every_page_at_1280_and_420_px(browser, book_html):
-    """No request leaves the machine; images load, math is typeset, SVG text is legible;
-    nothing is too wide or cut off."""
+    """Its links resolve and what it loads is there (static_problems); no request leaves the
+    machine; images load, math is typeset, SVG text is legible; nothing too wide or cut off."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    problems = [problem for page in pages(book_html) if page not in ("genindex.html", "search.html")
-                for problem in visit(browser, page, SCREENSHOTS)]  # (Sphinx's pages: no content)
+    problems = static_problems(book_html) + [
+        problem for page in pages(book_html) if page not in ("genindex.html", "search.html")
+        for problem in visit(browser, page, SCREENSHOTS)]  # (Sphinx's pages: no content)
     assert not problems, "\n".join(problems)
 
 
@@ -165,11 +166,6 @@ def static_problems(root: Path) -> list[str]:
             if not REMOTE.match(url) and not (path.parent / unquote(re.split("[?#]", url)[0])).exists():
                 problems.append(f"{page} loads {url}, which is missing")
     return problems
-
-
-def test_links_resolve_and_everything_loaded_is_there(book_html):
-    problems = static_problems(book_html)
-    assert not problems, "\n".join(problems)
 
 
 def test_planted_faults_are_named(book_html, browser, tmp_path):

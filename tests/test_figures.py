@@ -23,7 +23,7 @@ def test_the_parameters_cell_is_generated_and_papermill_reads_every_parameter(fi
                 if "parameters" in c.metadata.get("tags", []))
     Parameters = figures.module(figure_id).Parameters
     assert cell.source == parameters_source(Parameters), \
-        f"run python -m qkov_tools parameters-cell {notebook}"
+        f"run python -m qkov_tools cells {notebook}"
     namespace = {}
     exec(cell.source, namespace)
     assert {k: v for k, v in namespace.items() if k[0] != "_"} == Parameters.defaults()
@@ -59,7 +59,7 @@ def test_specs_and_notebooks_match_one_to_one_and_the_book_shows_each():
     ("id", "Paper_Fig2"), ("tables", ("data.csv",)), ("tables", ("heatmaps.txt",)),
     ("reads", ("my-fig/data.csv",)), ("resources", {"gpus": 1}),
     ("dtype", "float16"), ("extra_drawings", (Drawing("a", None), Drawing("a", None))),
-    ("threads", 0), ("rates", {"model-steps": 0})])
+    ("threads", 0)])
 def test_a_malformed_spec_fails_naming_the_field(field, value):
     with pytest.raises(ValueError, match=f"^FigureSpec '.*': {field}: expected"):
         FigureSpec(**{"id": "my-fig", "reproduces": None, "page": "book/x", field: value})

@@ -32,8 +32,8 @@ def test_a_grid_is_every_combination_named_by_paramspace_and_checked(tmp_path):
     sweep = sweeps.load(path)
     assert list(sweep.sets) == ["M~10_eta_ov~0.5_ratios~1-10", "M~10_eta_ov~0.2_ratios~1-10",
                                 "M~20_eta_ov~0.5_ratios~1-10", "M~20_eta_ov~0.2_ratios~1-10"]
-    assert sweep.values("M~20_eta_ov~0.2_ratios~1-10") == {"per_decade": 1, "M": 20,
-                                                           "eta_ov": 0.2, "ratios": [1, 10]}
+    assert sweep.values("M~20_eta_ov~0.2_ratios~1-10") == {  # as written: the checks read "2e-1"
+        "per_decade": 1, "M": 20, "eta_ov": "2e-1", "ratios": [1, 10]}
     assert (sweep.threads, sweep.resources) == (1, {"mem_mb": 1000, "runtime": 10})  # SPEC's
 
 
@@ -85,7 +85,7 @@ def test_a_sweep_runs_a_job_per_set_reports_a_failure_gathers_only_when_done_and
     first, _, _ = snakemake("--keep-going", check=False)
     report = first.stderr
     assert first.returncode != 0 and re.search(r"sweep fails .*: 1 done, 1 failed", report)
-    assert f'failed     {BAD}  {{"eta_ov": 1e+300}}' in report, report[-3000:]
+    assert f'failed     {BAD}  {{"eta_ov": "1e300"}}' in report, report[-3000:]
     assert "error: RuntimeError: reduced ODE (CACO, eta_ov=1e+300" in report
     assert f"log:   {sweep.log(BAD)}" in report and os.path.isfile(sweep.log(BAD))
     assert not any(map(os.path.exists, sweep.gathered))

@@ -25,7 +25,7 @@ def integer(name: str, value: Any, minimum: int | None = None,
     return int(value)
 
 
-# PyYAML (papermill -y) reads YAML 1.1, where "1e-3" (no dot) is text; YAML 1.2 reads a number.
+# PyYAML (papermill -y, sweep files) reads YAML 1.1: "1e-3" (no dot) is text; YAML 1.2: a number.
 _YAML_NUMBER = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 
 

@@ -60,7 +60,6 @@ class FigureSpec:
              f"resources: expected positive integers, of {RESOURCES} only"),
             (isinstance(self.threads, bool) or not isinstance(self.threads, int)
              or self.threads < 1, "threads: expected a whole number of cores, at least 1"),
-            (not all(v > 0 for v in self.rates.values()), "rates: expected units per second > 0"),
             (self.dtype not in (*DTYPES, None), f"dtype: expected one of {DTYPES} or None"),
             (None in names or len(set(names)) != len(names),
              "extra_drawings: expected distinct names"),

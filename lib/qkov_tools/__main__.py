@@ -9,7 +9,6 @@ from pathlib import Path
 import yaml
 
 from . import data, notebooks
-from .sweeps import YamlLoader  # YAML 1.2: 1e-3 is a number (PyYAML's YAML 1.1: a string)
 
 parser = argparse.ArgumentParser("python -m qkov_tools", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -18,7 +17,7 @@ run = commands.add_parser("run", help="execute a notebook and store it stripped"
 run.add_argument("notebook", type=Path)
 run.add_argument("--output", type=Path, help="where to store it (default: in place)")
 run.add_argument("-y", "--parameters-yaml", default="{}", help="parameters as YAML")
-commands.add_parser("cells", aliases=["install-cell", "parameters-cell"], help="generate "
+commands.add_parser("cells", help="generate "
                     "notebooks' install and parameters cells").add_argument("notebooks", nargs="+")
 commands.add_parser("data", help="fetch the real data, build the corpora (once)").add_argument(
     "--processes", type=int, default=2, help="parser processes")
@@ -26,7 +25,7 @@ args = parser.parse_args()
 if args.command == "data":
     sys.exit(data.main(processes=args.processes))
 elif args.command == "run":
-    notebooks.run(args.notebook, args.output, yaml.load(args.parameters_yaml, Loader=YamlLoader))
+    notebooks.run(args.notebook, args.output, yaml.safe_load(args.parameters_yaml))
 else:
     for path in args.notebooks:
         notebooks.generate_cells(Path(path))

@@ -14,6 +14,7 @@ not done, with their errors and logs.
 """
 
 import argparse
+import contextlib
 import inspect
 import itertools
 import json
@@ -35,18 +36,11 @@ class SweepError(ValueError):
     pass
 
 
-class YamlLoader(yaml.SafeLoader):  # YAML 1.2's numbers: 1e-3 is a float (1.1: a string)
-    pass
-
-
-YamlLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+$"), list("-+0123456789."))
-
-
 def _text(value) -> str:  # a grid value in a set's name: 0.1, 1e+300, a-b for a list
     if isinstance(value, list):
         return "-".join(map(_text, value))
+    with contextlib.suppress(TypeError, ValueError):  # "1e-3": YAML 1.1's text, the checks' number
+        value = float(value)
     return f"{value:g}" if isinstance(value, (int, float)) else re.sub(r"\W+", "-", str(value))
 
 
@@ -83,7 +77,7 @@ def load(path) -> Sweep:  # every set checked by the figure's Parameters
 
     path = Path(path)
     try:
-        doc = yaml.load(path.read_text(), Loader=YamlLoader)
+        doc = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as err:
         raise SweepError(f"{path}: {err}") from None
     if not isinstance(doc, dict) or set(doc) - set(KEYS):
