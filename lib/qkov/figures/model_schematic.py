@@ -16,7 +16,7 @@ from ..plotting import COLUMN_WIDTH_IN, PARAMETERIZATION_COLORS, house_style, ne
 from ..spec import FigureSpec
 
 SPEC = FigureSpec(
-    id="model-schematic", reproduces=None, page="book/intro",
+    id="model-schematic", reproduces=None, page="book/paper-fig2",
     alt="Schematic of one self-attention layer: one-hot input tokens feed the query-key "
         "circuit, which scores every token against the last one (the query) and turns the "
         "scores into attention weights, learning at rate eta_QK = r eta_OV; the "
