@@ -83,6 +83,8 @@ def book_artifacts() -> Path:
 @pytest.fixture(scope="session")
 def book_html(tmp_path_factory, run_tool):
     """A strict build into a temporary folder as `make book` does: the PDF (if TeX), then the HTML."""
+    if os.environ.get("QKOV_BOOK_HTML"):  # a book built already (its _build/html), to iterate
+        return Path(os.environ["QKOV_BOOK_HTML"])
     out, env = tmp_path_factory.mktemp("book"), {ARTIFACTS_ENV: str(book_artifacts())}
     builds = [["--builder", "pdflatex"]] if shutil.which("xelatex") and shutil.which("latexmk") else []
     for builder in [*builds, []]:

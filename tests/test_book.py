@@ -104,6 +104,21 @@ def test_one_numbering_in_book_order_in_the_gallery_and_the_figure_table(book_ht
         assert spec.needs_dataset or re.search(rf'href="[^"]*{Path(spec.page).name}\.html#{figure_id}"', row)
 
 
+def test_chapters_are_numbered_and_notebook_pages_marked_as_code(book_html):
+    """In the contents, each chapter of a numbered part has its number; each notebook page is
+    listed as "Code: ..." without one; the other pages have none."""
+    nav = re.findall(r'toctree-l[12][^>]*><a[^>]*href="([^"]+)">([^<]+)',
+                     (book_html / "book" / "intro.html").read_text())
+    assert len(nav) == len(TOC) - 1  # all but the root
+    numbered = [Path(c["file"]).name for part in yaml.safe_load((REPO / "_toc.yml").read_text())[
+        "parts"] if part.get("numbered") for c in part["chapters"]]
+    for href, text in nav:
+        name = Path(href).stem
+        expected = (r"Code: \w" if "notebooks/" in href
+                    else rf"{numbered.index(name) + 1}\. \w" if name in numbered else r"[A-Z]")
+        assert re.match(expected, text), f"{href}: {text!r}"
+
+
 def test_reproducibility_page_shows_the_measured_records(book_html):
     """The times and speed-ups are the records', rendered at build time."""
     text = plain((book_html / "book" / "reproduce.html").read_text())

@@ -23,6 +23,7 @@ from selenium.webdriver.common.keys import Keys
 
 from conftest import REPO
 from qkov.figures.paper_fig4 import Parameters
+from qkov.plotting import BOOK_WIDTH_PX
 from qkov.theory.reduced import Setting, integrate_until
 
 sys.path.insert(0, str(REPO / "book" / "_ext"))
@@ -241,7 +242,8 @@ def test_the_explorer_shows_its_point(browser, book_html):
     """It opens with two ratios (the figure's first faster one and r = 1) and the library's
     alpha at the target loss; moving the ratio slider with the keyboard keeps the earlier
     curve as a trace. The PDF names the online page instead."""
-    page = next(p for p in pages(book_html) if "data-qkov-explorer" in (book_html / p).read_text())
+    [page] = [p for p in pages(book_html) if "data-qkov-explorer" in (book_html / p).read_text()]
+    assert page == "book/paper-fig4.html", "the explorer is not with Fig. 4"
     p, data = Parameters(), qkov_explorer.grid()
     faster = min(r for r in p.ratios if r > 1)
     open_page(browser, page, 1280)
@@ -268,3 +270,48 @@ def test_the_explorer_shows_its_point(browser, book_html):
     tex = "".join(path.read_text() for path in book_html.parent.glob("latex/*.tex"))
     if tex:  # the book was built with TeX
         assert f"{qkov_explorer.citation(REPO)['url'].rstrip('/')}/{page}" in tex and "qkx-data" not in tex
+
+
+CAPTIONS = """return [...document.querySelectorAll('article figure figcaption')].map(c => {
+  const text = c.cloneNode(true), p = c.querySelector('p') || c;
+  text.querySelectorAll('mjx-container').forEach(m => m.remove());
+  return [c.closest('figure').id, text.textContent.replace(/\\s+/g, ' '),
+          c.getBoundingClientRect().height / parseFloat(getComputedStyle(p).lineHeight)]; });"""
+PLAIN_MATH = re.compile(r"[\u0391-\u03c9]|\w_\w|\^|sqrt\(")  # Greek, x_y, x^y outside MathJax
+
+
+def test_the_reader_sees_the_claim_first_and_captions_read_as_the_body(browser, book_html):
+    """The intro's first screen says the claim before its first picture; every caption is at
+    most five lines at 1280 px, with its math typeset (no Greek letter, subscript, power or
+    square root in plain text)."""
+    open_page(browser, "book/intro.html", 1280)
+    before, top = browser.execute_script("""const img = document.querySelector('article img');
+      const range = document.createRange();
+      range.setStartAfter(document.querySelector('article h1'));
+      range.setEndBefore(img.closest('figure') || img);
+      return [range.toString(), img.getBoundingClientRect().top];""")
+    assert len(before.split(". ")) >= 2 and re.search(r"query-key|QK", before), before
+    assert "attention" in before and top < 900, f"the claim ends {top:.0f} px down: {before!r}"
+    problems = []
+    for page in pages(book_html):
+        if "<figcaption" in (book_html / page).read_text():
+            open_page(browser, page, 1280)
+            for label, text, lines in browser.execute_script(CAPTIONS):
+                problems += [f"{page}#{label}: {round(lines)} lines"] * (round(lines) > 5)
+                problems += [f"{page}#{label}: plain-text math in ...{text[m.start() - 30:][:60]}"
+                             for m in PLAIN_MATH.finditer(text)]
+    assert not problems, "\n".join(problems)
+
+
+def test_a_figure_zooms_on_a_phone(browser):
+    """At 420 px, tapping a figure opens it at the desktop column's width (where its text is at
+    least 9 pt), in a view that scrolls sideways and closes again; on a desktop it links the SVG."""
+    open_page(browser, "book/paper-fig2.html", 420)
+    browser.find_element(By.CSS_SELECTOR, "a.qkov-full-size").click()
+    shown = browser.execute_script("""const d = document.querySelector('dialog.qkov-zoom[open]');
+      return d && [d.querySelector('img').getBoundingClientRect().width, d.scrollWidth > d.clientWidth];""")
+    assert shown and shown[0] >= BOOK_WIDTH_PX and shown[1], shown
+    browser.find_element(By.CSS_SELECTOR, "dialog.qkov-zoom button").click()
+    assert not browser.execute_script("return document.querySelector('dialog.qkov-zoom')")
+    open_page(browser, "book/paper-fig2.html", 1280)
+    assert browser.find_element(By.CSS_SELECTOR, "a.qkov-full-size").get_attribute("href").endswith(".svg")

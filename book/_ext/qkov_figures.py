@@ -105,9 +105,9 @@ def ref_node(figure: BookFigure) -> nodes.Node:
 
 
 def download_line(figure: BookFigure, srcdir, full_size: str = "") -> str:  # Sphinx warns
-    return f"`{figure.label}` {full_size}**Download:** " + " · ".join(
+    return f"{full_size}**Files:** " + " · ".join(
         f"{{download}}`{text} <{source_path(path, srcdir)}>`"
-        for text, path in figure.downloads(srcdir))
+        for text, path in figure.downloads(srcdir)) + f" (figure id `{figure.label}`)"
 
 
 class FigureDirective(SphinxDirective):
@@ -133,8 +133,8 @@ class FigureDirective(SphinxDirective):
                                 *parsed.children[0].children)
         node += [caption, *[nodes.legend("", *parsed.children[1:])] * (len(parsed) > 1)]
         if "echo" in self.options:
-            caption += [nodes.Text(" Its files, provenance and citation: "), ref_node(figure),
-                        nodes.Text(".")]
+            caption += [nodes.Text(" (Shown with its data and code as "), ref_node(figure),
+                        nodes.Text(".)")]
             return [node]
         self.options["name"] = figure.label
         self.add_name(node)
@@ -152,13 +152,15 @@ class FigureDirective(SphinxDirective):
                 + f" \\cite{{{PAPER_KEY}}}; " + commit_text(prov).replace("_", "\\_"))  # (LaTeX)
         url = f"{citation(srcdir)['url'].rstrip('/')}/{self.env.docname}.html#{figure.label}"
         full_size = f'<a class="qkov-open-full" href="{svg}">Open full size</a> · '
+        # One folded menu, in the HTML only (the PDF lists every figure's record in an appendix).
         return f"""
+::::{{only}} html
 :::{{container}} qkov-figure-info
 :name: {figure.label}-info
 
-{download_line(figure, srcdir, full_size)}
+<details class="qkov-details"><summary>Data and code</summary>
 
-<details class="qkov-details"><summary>Regenerate, provenance, cite, code</summary>
+{download_line(figure, srcdir, full_size)}
 
 **Regenerate** (from the repository root; the first line re-runs this run's parameters, the
 second the notebook's defaults through the pipeline):
@@ -182,6 +184,7 @@ the language measures), shown from its source: {{doc}}`/book/core`.
 
 </details>
 :::
+::::
 """
 
 
@@ -303,6 +306,7 @@ class FigureTableDirective(SphinxDirective):  # a row per spec, in book order
 
 
 def setup(app):
+    app.add_js_file(None, body=Path(__file__).with_name("qkov_zoom.js").read_text())
     app.add_directive("qkov-figure", FigureDirective)
     app.add_directive("qkov-gallery", GalleryDirective)
     app.add_directive("qkov-figure-table", FigureTableDirective)
