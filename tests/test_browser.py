@@ -5,6 +5,7 @@ to a proxy that records and refuses, full-page screenshots in ``_build/screensho
 from __future__ import annotations
 
 import functools
+import io
 import re
 import shutil
 import sys
@@ -16,6 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 import numpy as np
 import pytest
+from PIL import Image
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -112,10 +114,23 @@ def visit(browser, page: str, shots: Path | None = None) -> list[str]:
         found += [f"{at} requested {r}" for r in browser.proxy.requests]
         found += [f"{at}: {problem}" for problem in result["render"] + result["layout"]]
         if shots:
+            first_screen = browser.get_screenshot_as_png()
             window(browser, width, browser.execute_script("return document.documentElement.scrollHeight"))
-            browser.save_screenshot(
-                str(shots / f"{page.removesuffix('.html').replace('/', '-')}-{width}px.png"))
+            path = shots / f"{page.removesuffix('.html').replace('/', '-')}-{width}px.png"
+            browser.save_screenshot(str(path))
+            moved = differing_share(first_screen, path.read_bytes())
+            found += [f"{at}: the saved capture's top differs from the window in {moved:.0%} "
+                      "of its pixels"] * (moved > 0.03)
     return found
+
+
+def differing_share(window_png: bytes, full_png: bytes) -> float:
+    """The share of the window's pixels that differ in the top of the full-page capture (a
+    capture that shifts the layout moves most of them; MathJax's rendering moves a few)."""
+    seen, full = (np.asarray(Image.open(io.BytesIO(png)).convert("L"), dtype=int)
+                  for png in (window_png, full_png))
+    height = min(len(seen), len(full))
+    return float((np.abs(seen[:height] - full[:height]) > 16).mean())
 
 
 def test_every_page_at_1280_and_420_px(browser, book_html):
