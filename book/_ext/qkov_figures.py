@@ -259,10 +259,14 @@ class GalleryDirective(SphinxDirective):  # each drawn figure: thumbnail, name, 
 
 **{{qkov-fig}}`{figure.label}`**{own}
 
+<details class="qkov-details"><summary>Files</summary>
+
 {download_line(figure, self.env.srcdir)}
+
+</details>
 ::::
 """)
-            entry.insert(-1, nodes.paragraph(classes=["qkov-gallery-caption"], qkov=figure.label))
+            entry.insert(2, nodes.paragraph(classes=["qkov-gallery-caption"], qkov=figure.label))
             entries.append(entry)
         # The captions copied in may hold math: an empty formula makes Sphinx load MathJax.
         return [nodes.container("", *entries, classes=["qkov-gallery"]),
