@@ -57,8 +57,8 @@ def chapter_start(pages, title) -> tuple[int, str | None] | None:
     number in the PDF; None if no chapter has that title."""
     head = re.escape(flat(title).casefold())
     for k, page in enumerate(pages):
-        if found := re.match(rf"(?:chapter(\d+))?{head}", flat(page).casefold()):
-            return k, found.group(1)
+        if found := re.match(rf"(\d*){head}", flat(page).casefold()):
+            return k, found.group(1) or None
     return None
 
 
