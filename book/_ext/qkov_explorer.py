@@ -140,7 +140,7 @@ class ExplorerDirective(SphinxDirective):
     def run(self):
         self.env.note_dependency(str(SCRIPT))  # a changed script rebuilds the page
         url = f"{citation(self.env.srcdir)['url'].rstrip('/')}/{self.env.docname}.html"
-        elsewhere = addnodes.only(expr="not html")
+        elsewhere = addnodes.only(expr="not html")  # (the widget is HTML only)
         elsewhere += nodes.paragraph(
             "", "The online book has an interactive explorer of these dynamics, with sliders "
             "over the learning-rate ratio and the initial attention: ",
@@ -155,16 +155,11 @@ class ExplorerDirective(SphinxDirective):
             f"```{{figure}} {source_path(path, self.env.srcdir)}\n:alt: Three line plots of "
             "the attention mass alpha over time, one per number n of irrelevant tokens, one "
             "line per learning-rate ratio r.\n\nThe explorer's dynamics at a glance: the "
-            f"attention mass $\\alpha$ over time at the ratios $r =$ {', '.join(map(format_g, ratios))} "
-            f"of {{qkov-fig}}`paper-fig4` (dark to light), with $n =$ {', '.join(map(format_g, ns))} "
-            "irrelevant tokens. A dot marks where each run reaches the target loss "
-            f"{format_g(data['target_loss'])}: the larger $r$, the sharper the attention there."
-            "\n```")
-        return [nodes.raw("", panel_html(data), format="html"), elsewhere]  # HTML only
-
-
-def format_g(value: float) -> str:
-    return f"{value:g}"
+            f"attention mass $\\alpha$ over time at the ratios $r =$ {', '.join(f'{r:g}' for r in ratios)}"
+            f" of {{qkov-fig}}`paper-fig4`, with $n =$ {', '.join(f'{n:g}' for n in ns)} irrelevant "
+            f"tokens. A dot marks where each run reaches the target loss {data['target_loss']:g}: "
+            "the larger $r$, the sharper the attention there.\n```")
+        return [nodes.raw("", panel_html(data), format="html"), elsewhere]
 
 
 def setup(app):
