@@ -1,6 +1,7 @@
 """MathJax and the stylesheet from the book itself (Jupyter Book's MathJax is a CDN's), the
 records (``{qkov-record} KIND``), BibTeX (``{qkov-citation}``), the repository URL from
-CITATION.cff, and the PDF in every page's download menu where it was built."""
+CITATION.cff, the PDF in every page's download menu where it was built, the bibliography's
+labels as the text cites them, and the PDF's layout (:class:`PaperStructure`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from pathlib import Path
 
 import yaml
 from docutils import nodes
+from pybtex.plugin import register_plugin
+from pybtex.style.formatting.alpha import Style as AlphaStyle
+from pybtex.style.labels import BaseLabelStyle
 from sphinx import addnodes
 from sphinx.builders.latex.nodes import thebibliography
 from sphinx.transforms.post_transforms import SphinxPostTransform
@@ -88,6 +92,21 @@ def trainer_speed(srcdir: Path):
             f"Measured on {r['date']} ({r['machine']}; {r['trainer_steps']:,} steps of each of "
             f"the {r['workload']}; best of {r['rounds']} interleaved rounds). `python "
             "benchmarks/trainer_speed.py` prints this table and where the time of one step goes.")
+
+
+class AuthorYearLabels(BaseLabelStyle):  # as the text cites: "Linzen et al., 2016"
+    def format_labels(self, sorted_entries):
+        for entry in sorted_entries:
+            names = [" ".join(person.last_names) for person in entry.persons["author"]]
+            who = " and ".join(names) if len(names) < 3 else f"{names[0]} et al."
+            yield f"{who}, {entry.fields['year']}"
+
+
+class AuthorYearStyle(AlphaStyle):  # _config.yml's bibtex_default_style: sorted by author
+    default_label_style = AuthorYearLabels
+
+
+register_plugin("pybtex.style.formatting", "qkov_author_year", AuthorYearStyle)
 
 
 RECORDS = {"trainer-speed": trainer_speed, "figure-times": figure_times, "test-run": test_run}
@@ -218,4 +237,4 @@ def setup(app):
     app.connect("html-page-context", _pdf_button, priority=502)
     app.add_post_transform(TallFiguresFitThePage)
     app.add_post_transform(PaperStructure)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
+    return {"env_version": 1, "parallel_read_safe": True, "parallel_write_safe": True}
