@@ -144,15 +144,17 @@ def test_no_commit_hash_in_the_body(book_html, pages):
 
 
 def test_one_bibliography(book_html, pages):
-    """The References chapter lists every work of the HTML book's references page; the PDF
-    has no other bibliography, in the contents or as a chapter."""
+    """The References chapter lists every work of the HTML book's references page, labelled
+    as the text cites them; the PDF has no other bibliography, in the contents or as a chapter."""
     contents = flat("".join(pages[:chapter_start(pages, h1(book_html, TOC[0])[0])[0]])).casefold()
     title = flat(h1(book_html, BIBLIOGRAPHY)[0]).casefold()
     assert contents.count(title) == 1 and "bibliography" not in contents
     assert chapter_start(pages, "Bibliography") is None
     start, _ = chapter_start(pages, h1(book_html, BIBLIOGRAPHY)[0])
     after = [chapter_start(pages, h1(book_html, d)[0]) for d in CHAPTERS[CHAPTERS.index(BIBLIOGRAPHY) + 1:]]
-    listed = flat("".join(pages[start:min([k for k, _ in after] + [len(pages)])])).casefold()
+    chapter = "".join(pages[start:min([k for k, _ in after] + [len(pages)])])
+    assert not re.search(r"\[[A-Z][A-Za-z]*\+?\d\d\]", chapter), "alpha labels ([AZ20]), not as cited"
+    listed = flat(chapter).casefold()
     html_refs = flat(plain((book_html / f"{BIBLIOGRAPHY}.html").read_text())).casefold()
     titles = [flat(e.fields["title"].replace("{", "").replace("}", "")).casefold()
               for bib in CONFIG["bibtex_bibfiles"] for e in parse_file(REPO / bib).entries.values()]
