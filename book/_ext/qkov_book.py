@@ -1,6 +1,7 @@
 """MathJax and the stylesheet from the book itself (Jupyter Book's MathJax is a CDN's), the
 records (``{qkov-record} KIND``), BibTeX (``{qkov-citation}``), the repository URL from
-CITATION.cff, and the PDF in every page's download menu where it was built."""
+CITATION.cff, the PDF in every page's download menu where it was built, the bibliography's
+labels as the text cites them, and the PDF's layout (:class:`PaperStructure`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,11 @@ from pathlib import Path
 
 import yaml
 from docutils import nodes
+from pybtex.plugin import register_plugin
+from pybtex.style.formatting.alpha import Style as AlphaStyle
+from pybtex.style.labels import BaseLabelStyle
+from sphinx import addnodes
+from sphinx.builders.latex.nodes import thebibliography
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
 
@@ -88,6 +94,21 @@ def trainer_speed(srcdir: Path):
             "benchmarks/trainer_speed.py` prints this table and where the time of one step goes.")
 
 
+class AuthorYearLabels(BaseLabelStyle):  # as the text cites: "Linzen et al., 2016"
+    def format_labels(self, sorted_entries):
+        for entry in sorted_entries:
+            names = [" ".join(person.last_names) for person in entry.persons["author"]]
+            who = " and ".join(names) if len(names) < 3 else f"{names[0]} et al."
+            yield f"{who}, {entry.fields['year']}"
+
+
+class AuthorYearStyle(AlphaStyle):  # _config.yml's bibtex_default_style: sorted by author
+    default_label_style = AuthorYearLabels
+
+
+register_plugin("pybtex.style.formatting", "qkov_author_year", AuthorYearStyle)
+
+
 RECORDS = {"trainer-speed": trainer_speed, "figure-times": figure_times, "test-run": test_run}
 
 
@@ -158,6 +179,55 @@ class TallFiguresFitThePage(SphinxPostTransform):  # in the PDF, with its captio
                     image["height"] = "90%"
 
 
+class PaperStructure(SphinxPostTransform):
+    """The whole book as LaTeX reads it (the root page with every page inlined) laid out as
+    a paper, numbered as the HTML: the root page is the front matter, one unnumbered chapter
+    (its sections would be chapters); the parts before the first numbered one (the gallery, an
+    index of the web pages) are left out, links to them go online; the numbered parts are the
+    main matter, the parts after them the back matter (_config.yml: the book class)."""
+
+    default_priority = 800
+    builders = ("latex",)
+
+    def run(self, **kwargs):
+        root = self.config.root_doc
+        if self.document.get("docname") != root:
+            return
+        parts = [(bool(t.get("numbered")), t["includefiles"])
+                 for t in self.env.get_doctree(root).findall(addnodes.toctree)]
+        first = next(i for i, (numbered, _) in enumerate(parts) if numbered)
+        last = max(i for i, (numbered, _) in enumerate(parts) if numbered)
+        files = {f["docname"]: f for f in self.document.findall(addnodes.start_of_file)}
+        left_out = [d for _, docs in parts[:first] for d in docs]
+        for docname in left_out:
+            files[docname].parent.remove(files[docname])
+        url = citation(self.env.srcdir)["url"].rstrip("/")
+        for ref in self.document.findall(nodes.reference):
+            docname, _, anchor = ref.get("refuri", "").removeprefix("%").partition("#")
+            if ref.get("refuri", "").startswith("%") and docname in left_out:
+                ref["refuri"] = f"{url}/{docname}.html" + f"#{anchor}" * bool(anchor)
+        # (listings in the back matter numbered 1, 2, ... as in the HTML, not after the last chapter)
+        for i, command in ((first, r"\mainmatter"), (last + 1, r"\backmatter\setcounter{chapter}{0}")):
+            if i < len(parts):
+                start = files[parts[i][1][0]]
+                start.parent.insert(start.parent.index(start), nodes.raw("", command + "\n",
+                                                                         format="latex"))
+        bibliography = self.document.next_node(thebibliography)  # Sphinx moved it to the end
+        if bibliography is not None:  # back to the page that lists it, the References
+            bibliography.parent.remove(bibliography)
+            files[bibliography[0]["docname"]].next_node(nodes.section).append(bibliography)
+        intro = self.document.next_node(nodes.section)
+        children = intro.children[1:]
+        ends = next(i for i, child in enumerate(children)
+                    if isinstance(child, addnodes.start_of_file)
+                    or child.next_node(addnodes.start_of_file) is not None)
+        front = nodes.section("", nodes.title("", intro[0].astext()), ids=["qkov-front-matter"])
+        for child in children[:ends]:
+            intro.remove(child)
+            front += child
+        intro.insert(1, front)
+
+
 def setup(app):
     app.add_css_file(CSS_FILE)
     app.add_directive("qkov-record", RecordDirective)
@@ -166,4 +236,5 @@ def setup(app):
     app.connect("build-finished", _copy)
     app.connect("html-page-context", _pdf_button, priority=502)
     app.add_post_transform(TallFiguresFitThePage)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
+    app.add_post_transform(PaperStructure)
+    return {"env_version": 1, "parallel_read_safe": True, "parallel_write_safe": True}

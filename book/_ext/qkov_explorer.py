@@ -1,6 +1,7 @@
 """``{qkov-explorer}``: paper Fig. 4's reduced dynamics, solved by the library at build time
 on a grid of ratios r and irrelevant tokens n, shipped inline as JSON (a copy opened from disk
-works too) and only drawn by ``qkov_explorer.js``. Other builders name the online page."""
+works too) and only drawn by ``qkov_explorer.js``. Other builders (the PDF) name the online page
+and show small multiples drawn from the same grid."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from pathlib import Path
 import numpy as np
 from docutils import nodes
 from qkov_book import citation
+from qkov_figures import source_path
 from sphinx import addnodes
 from sphinx.util.docutils import SphinxDirective
 
 from qkov.figures import paper_fig4
+from qkov.plotting import COLUMN_WIDTH_IN, drawing_files, house_style, new_figure, ratio_colors
 from qkov.theory.reduced import attention_mass
 
 SCRIPT = Path(__file__).with_name("qkov_explorer.js")
@@ -110,18 +113,55 @@ def panel_html(data: dict) -> str:
             f'<script>{SCRIPT.read_text()}</script></div>')
 
 
+def small_multiples(data: dict) -> tuple[bytes, list[float], list[float]]:
+    """The widget's grid as a static figure: alpha over time at the paper figure's ratios, one
+    panel per n (a tenth of the figure's, its own, ten times), a dot at the target loss."""
+    p = paper_fig4.Parameters()
+    ns = [n for n in data["n"] if n in (p.n / 10, p.n, 10 * p.n)]
+    with house_style():
+        fig = new_figure(figsize=(COLUMN_WIDTH_IN, 2.6))
+        axes = fig.subplots(1, len(ns), sharey=True)
+        for ax, n in zip(axes, ns):
+            i = data["n"].index(n)
+            for r, color in zip(p.ratios, ratio_colors(p.ratios)):
+                run = data["runs"][i][data["ratios"].index(r)]
+                ax.plot(np.power(10.0, run["x"]), run["alpha"], color=color, label=f"{r:g}")
+                ax.plot(run["end"]["tau"], run["end"]["alpha"], "o", color=color, ms=5)
+            ax.set_xscale("log")
+            ax.set_title(rf"$n = {n:g}$, $\alpha(0) = {data['alpha0'][i]:.2g}$")
+            ax.set_xlabel(r"time $\tau$")
+        axes[0].set_ylabel(r"attention mass $\alpha$")
+        axes[0].set_ylim(0, 1.02)
+        fig.legend(*axes[0].get_legend_handles_labels(), title="$r$", loc="outside right center")
+    return drawing_files(fig, "qkov-explorer")["png"], ns, p.ratios
+
+
 class ExplorerDirective(SphinxDirective):
     def run(self):
         self.env.note_dependency(str(SCRIPT))  # a changed script rebuilds the page
         url = f"{citation(self.env.srcdir)['url'].rstrip('/')}/{self.env.docname}.html"
-        elsewhere = addnodes.only(expr="not html")
+        elsewhere = addnodes.only(expr="not html")  # (the widget is HTML only)
         elsewhere += nodes.paragraph(
             "", "The online book has an interactive explorer of these dynamics, with sliders "
             "over the learning-rate ratio and the initial attention: ",
             nodes.reference("", url, refuri=url), nodes.Text("."))
-        return [nodes.raw("", panel_html(grid()), format="html"), elsewhere]  # HTML only
+        # Beside the doctrees: an image has to exist while its page is read.
+        png, ns, ratios = small_multiples(data := grid())
+        path = Path(self.env.doctreedir).parent / "qkov-explorer" / "small-multiples.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.is_file() or path.read_bytes() != png:
+            path.write_bytes(png)
+        elsewhere += self.parse_text_to_nodes(
+            f"```{{figure}} {source_path(path, self.env.srcdir)}\n:alt: Three line plots of "
+            "the attention mass alpha over time, one per number n of irrelevant tokens, one "
+            "line per learning-rate ratio r.\n\nThe explorer's dynamics at a glance: the "
+            f"attention mass $\\alpha$ over time at the ratios $r =$ {', '.join(f'{r:g}' for r in ratios)}"
+            f" of {{qkov-fig}}`paper-fig4`, with $n =$ {', '.join(f'{n:g}' for n in ns)} irrelevant "
+            f"tokens. A dot marks where each run reaches the target loss {data['target_loss']:g}: "
+            "the larger $r$, the sharper the attention there.\n```")
+        return [nodes.raw("", panel_html(data), format="html"), elsewhere]
 
 
 def setup(app):
     app.add_directive("qkov-explorer", ExplorerDirective)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
+    return {"env_version": 1, "parallel_read_safe": True, "parallel_write_safe": True}

@@ -314,8 +314,39 @@ def setup(app):
     app.add_directive("qkov-figure", FigureDirective)
     app.add_directive("qkov-gallery", GalleryDirective)
     app.add_directive("qkov-figure-table", FigureTableDirective)
+    app.add_directive("qkov-figure-records", FigureRecordsDirective)
     app.add_role("qkov-fig", figure_role)
     app.add_post_transform(GalleryCaptions)
     app.connect("builder-inited", _verify_sets)
     app.connect("env-get-updated", _unnumber_figures, priority=900)
     return {"env_version": 1, "parallel_read_safe": True, "parallel_write_safe": True}
+
+
+def figure_bibtex(figure: BookFigure, prov: dict, srcdir) -> str:  # with its URL in the online book
+    reproduces = figure.drawing.reproduces
+    note = (f"Figure {figure.label}, " + (f"reproduces {reproduces} of" if reproduces
+                                          else "the companion's own figure, on")
+            + f" \\cite{{{PAPER_KEY}}}; " + commit_text(prov).replace("_", "\\_"))  # (LaTeX)
+    url = f"{citation(srcdir)['url'].rstrip('/')}/{figure.spec.page}.html#{figure.label}"
+    return companion_bibtex(citation(srcdir), figure.label, url, note)
+
+
+class FigureRecordsDirective(SphinxDirective):
+    """``{qkov-figure-records}``: every figure the book shows, in book order, compactly: its
+    name and id, its provenance in one line and its BibTeX (the PDF's appendix, where the
+    chapters only point to it; the HTML folds the same below each figure)."""
+
+    def run(self):
+        srcdir, text = self.env.srcdir, []
+        for figure in book_figures(srcdir).values():
+            if not (path := figure.folder / "summary.json").is_file():
+                continue  # not run where the book is built (needs a dataset), so not shown
+            self.env.note_dependency(str(path))
+            summary = json.loads(path.read_text())
+            prov = summary["provenance"]
+            text.append(f"({figure.label}-record)=\n**{{qkov-fig}}`{figure.label}`** "
+                        f"(`{figure.label}`): {provenance_text(prov, summary['parameters'])}\n\n"
+                        f"```bibtex\n{figure_bibtex(figure, prov, srcdir)}\n```\n")
+        small = r"\begingroup\footnotesize\fvset{fontsize=\footnotesize}", r"\endgroup"  # (LaTeX)
+        return [nodes.raw("", small[0], format="latex"),
+                *self.parse_text_to_nodes("\n".join(text)), nodes.raw("", small[1], format="latex")]
