@@ -146,14 +146,13 @@ class FigureDirective(SphinxDirective):
         summary = json.loads(path.read_text())
         prov, srcdir, spec = summary["provenance"], self.env.srcdir, figure.spec
         source = f"lib/qkov/figures/{spec.module}.py"
-        reproduces = figure.drawing.reproduces
-        note = (f"Figure {figure.label}, " + (f"reproduces {reproduces} of" if reproduces
-                                              else "the companion's own figure, on")
-                + f" \\cite{{{PAPER_KEY}}}; " + commit_text(prov).replace("_", "\\_"))  # (LaTeX)
-        url = f"{citation(srcdir)['url'].rstrip('/')}/{self.env.docname}.html#{figure.label}"
         full_size = f'<a class="qkov-open-full" href="{svg}">Open full size</a> · '
-        # One folded menu, in the HTML only (the PDF lists every figure's record in an appendix).
+        # One folded menu in the HTML; in the PDF a line to the figure's record in the appendix.
         return f"""
+::::{{only}} latex
+Data, code and provenance: {{ref}}`Figure records <{figure.label}-record>`.
+::::
+
 ::::{{only}} html
 :::{{container}} qkov-figure-info
 :name: {figure.label}-info
@@ -175,7 +174,7 @@ snakemake --cores 2 {spec.module}
 **Cite this figure** as {figure.label}, with the paper (its entry is on {{doc}}`/book/cite`):
 
 ```bibtex
-{companion_bibtex(citation(srcdir), figure.label, url, note)}
+{figure_bibtex(figure, prov, srcdir)}
 ```
 
 **Code:** the notebook calls `qkov.figures.{spec.module}` ({{download}}`{source} </{source}>`);
