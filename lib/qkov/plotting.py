@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import matplotlib as mpl
 import numpy as np
+from matplotlib.colors import ListedColormap, to_rgb
 from matplotlib.figure import Figure
 
 from . import tables as printed_tables
@@ -288,12 +289,34 @@ def publish(spec: FigureSpec, parameters: Any, rows: Sequence[Mapping[str, Any]]
     print("wrote", ", ".join(files) + where)
 
 
-def ratio_colors(ratios: Sequence[float]) -> list:
-    """One colour per learning-rate ratio, ordered from slow QK (dark) to fast QK (light)."""
-    cmap = mpl.colormaps["viridis"]
-    order = np.argsort(np.argsort(ratios))
-    span = max(len(ratios) - 1, 1)
-    return [cmap(0.9 * k / span) for k in order]
+# One colour map for every heatmap: white at zero, so that empty cells recede (paper Fig. 2's).
+HEATMAP_CMAP = "Blues"
+
+
+def heatmap_text_color(value: float, vmax: float) -> str:
+    """The colour of a number written in a HEATMAP_CMAP cell: white where the cell is dark."""
+    return "white" if value > 0.6 * vmax else "black"
+
+
+# One palette for ordered lines (ratios, lengths): plasma from its dark end to where it still
+# has 3:1 contrast against white (WCAG's minimum for graphics); viridis' yellow end has 1.3:1.
+SEQUENTIAL_CMAP = ListedColormap(mpl.colormaps["plasma"](np.linspace(0, 0.6, 256)),
+                                name="qkov-sequential")
+
+
+def sequential_colors(values: Sequence[float]) -> list:
+    """One colour per value, from dark (the smallest: slow QK for ratios) to light (the
+    largest)."""
+    order = np.argsort(np.argsort(values))
+    span = max(len(values) - 1, 1)
+    return [SEQUENTIAL_CMAP(k / span) for k in order]
+
+
+def contrast_with_white(color) -> float:
+    """WCAG's contrast ratio of ``color`` against white (1 to 21)."""
+    rgb = np.array(to_rgb(color))
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    return 1.05 / (float(linear @ [0.2126, 0.7152, 0.0722]) + 0.05)
 
 
 def ratio_label(r: float) -> str:

@@ -490,9 +490,11 @@ def plot(records, maps, results):
     conditions = conditions_in(records)
     with house_style():
         # Three rows of two line panels, then the heatmaps three a row: at the book's width a
-        # row of four heatmaps leaves no room for the numbers in their cells.
+        # row of four heatmaps leaves no room for the numbers in their cells. Rows lower than
+        # the other language figures' (3.0 and 2.5 inches): the PDF fits a figure's height to
+        # the page, so a taller one prints narrower, its text smaller than the others'.
         heat_rows = -(-len(conditions) // HEATMAPS_PER_ROW)
-        fig = new_figure(figsize=(COLUMN_WIDTH_IN, 3.0 * 3 + 2.5 * heat_rows + 0.5))
+        fig = new_figure(figsize=(COLUMN_WIDTH_IN, 2.5 * 3 + 2.2 * heat_rows + 0.5))
         # Six columns: a line panel spans three, a heatmap two.
         grid = fig.add_gridspec(3 + heat_rows, 2 * HEATMAPS_PER_ROW,
                                 height_ratios=[1, 1, 1] + [0.95] * heat_rows)

@@ -20,7 +20,15 @@ from matplotlib.ticker import NullFormatter
 from ..checks import ParameterError, boolean, integer, number, seed_list
 from ..cost import Work
 from ..params import FigureParameters, parameter
-from ..plotting import COLUMN_WIDTH_IN, HOUSE_STYLE, PARAMETERIZATION_COLORS, house_style, new_figure
+from ..plotting import (
+    COLUMN_WIDTH_IN,
+    HEATMAP_CMAP,
+    HOUSE_STYLE,
+    PARAMETERIZATION_COLORS,
+    heatmap_text_color,
+    house_style,
+    new_figure,
+)
 from ..seeding import init_generator
 from ..spec import Drawing, FigureSpec
 from ..stats import interval_text, seed_interval, seed_interval_text
@@ -517,7 +525,7 @@ def plot_heatmaps(summaries, statistic: str = "mean"):
             float(np.max(s.heatmap_std)) for s in summaries) or 1.0
         for k, (ax, s) in enumerate(zip(axes.flat, summaries)):
             values = s.heatmap_mean if statistic == "mean" else s.heatmap_std
-            image = ax.imshow(values, origin="lower", extent=(0, 1, 0, 1), cmap="Blues",
+            image = ax.imshow(values, origin="lower", extent=(0, 1, 0, 1), cmap=HEATMAP_CMAP,
                               vmin=0, vmax=vmax, aspect="equal")
             edges = np.linspace(0.0, 1.0, len(values) + 1)  # as metrics.HEATMAP_BINS
             centres = (edges[:-1] + edges[1:]) / 2
@@ -525,7 +533,7 @@ def plot_heatmaps(summaries, statistic: str = "mean"):
                 for j, x in enumerate(centres):
                     v = values[i, j]
                     ax.text(x, y, f"{v:.1f}", ha="center", va="center", fontsize=9,
-                            color="white" if v > 0.6 * vmax else "black")
+                            color=heatmap_text_color(v, vmax))
             ax.set_title(f"({'abcdefgh'[k]}) {s.panel.title}\n"
                          f"loss {np.mean(s.final_losses):.2g}")
             ax.set_xticks(edges)

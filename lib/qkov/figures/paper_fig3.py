@@ -17,7 +17,7 @@ import numpy as np
 from ..checks import boolean, integer, number, number_list, seed_list
 from ..cost import Work
 from ..params import FigureParameters, parameter
-from ..plotting import COLUMN_WIDTH_IN, HOUSE_STYLE, house_style, new_figure, ratio_colors
+from ..plotting import COLUMN_WIDTH_IN, HOUSE_STYLE, house_style, new_figure, sequential_colors
 from ..spec import FigureSpec
 from ..stats import interval_text, range_text, seed_band, seed_interval
 from ..synthetic import authors, metrics
@@ -239,7 +239,7 @@ def plot(curves):
     grouped = _by_run(curves)
     ovs = list(dict.fromkeys(ov for ov, _ in grouped))
     alphas = sorted({alpha for _, alpha in grouped})
-    colors = dict(zip(alphas, ratio_colors(alphas)))
+    colors = dict(zip(alphas, sequential_colors(alphas)))
     with house_style():
         fig = new_figure(figsize=(COLUMN_WIDTH_IN, 6.6))
         axes = fig.subplots(2, len(ovs), squeeze=False)

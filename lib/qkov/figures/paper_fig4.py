@@ -13,7 +13,7 @@ import numpy as np
 
 from ..checks import ParameterError, integer, number, number_list
 from ..params import FigureParameters, derived, parameter
-from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure, ratio_colors, ratio_label
+from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure, ratio_label, sequential_colors
 from ..spec import FigureSpec
 from ..theory.reduced import (
     MAX_RATIO,
@@ -137,7 +137,7 @@ def plot(trajectories, thresholds, samples: int = 400):
     each next to its quantity over time; the legend in the slot beside the loss.
     """
     ratios = [tr.r for tr in trajectories]
-    colors = ratio_colors(ratios)
+    colors = sequential_colors(ratios)
     with house_style():
         fig = new_figure(figsize=(COLUMN_WIDTH_IN, 9.0))
         grid = fig.add_gridspec(4, 2)

@@ -321,9 +321,10 @@ def distinct_turning_points(rows: list[dict], T: int) -> tuple[float, float | No
 # --- the figure ---------------------------------------------------------------------------
 
 
-def plot(rows, closed_form_curve, variant_rows=(), seed_values=None):
+def plot(rows, closed_form_curve, T: int, variant_rows=(), seed_values=None):
     """theory-ratio-sweep: attention at a matched loss against r = eta_QK / eta_OV (error
-    bars: 95% t intervals over seeds); below, when given, the task's attention per condition
+    bars: 95% t intervals over seeds; dotted: uniform attention's share of the distinct
+    tokens at sequence length ``T``); below, when given, the task's attention per condition
     (T, initialisation, OV rate) on both measures, with each seed's value as a dot
     (``seed_values``: :func:`variant_seed_values`)."""
     r = np.array([row["r"] for row in rows])
@@ -333,17 +334,18 @@ def plot(rows, closed_form_curve, variant_rows=(), seed_values=None):
             (1.15, 1) if variant_rows else None))
         ax = fig.add_subplot(grid[0, :])
         ax.plot(closed_form_curve["r"], closed_form_curve["alpha"], color="k",
-                label=r"closed form: $\alpha$ (stylized setting)")
+                label="reduced dynamics, closed form")
         ax.plot(r, [row["alpha_stylized"] for row in rows], "o", mfc="none", color="k", ms=7,
-                label="stylized model, full-matrix descent")
-        ax.errorbar(r, [row["task_informative_mean"] for row in rows],
-                    yerr=[row["task_informative_ci95"] for row in rows], fmt="^-", capsize=3,
-                    color="#1b9e77", label="task: on distinct + query tokens")
-        ax.errorbar(r, [row["task_distinct_mean"] for row in rows],
-                    yerr=[row["task_distinct_ci95"] for row in rows], fmt="s--", capsize=3,
-                    color="#d95f02", label="task: on distinct tokens only")
+                label="stylized model, gradient descent")
+        task = [("informative", "^-", "#1b9e77", "trained on the task: distinct + query tokens"),
+                ("distinct", "s--", "#d95f02", "trained on the task: distinct tokens")]
+        for key, fmt, color, label in task:
+            ax.errorbar(r, [row[f"task_{key}_mean"] for row in rows],
+                        yerr=[row[f"task_{key}_ci95"] for row in rows], fmt=fmt, capsize=3,
+                        color=color, label=label)
+        _uniform_line(ax, [T], "uniform attention on the distinct tokens")
         ax.set_xscale("log")
-        ax.set_ylim(0, 1.02)
+        ax.set_ylim(0, _top(rows, [f"task_{key}" for key, *_ in task], "_mean"))
         ax.set_xlabel(r"$r = \eta_{QK} / \eta_{OV}$")
         ax.set_ylabel("attention mass at the matched loss")
         ax.set_title(f"(a) attention at loss {rows[0]['matched_loss']:g} against the "
@@ -354,10 +356,43 @@ def plot(rows, closed_form_curve, variant_rows=(), seed_values=None):
     return fig
 
 
+def _uniform_line(ax, lengths, label):
+    """Dotted: uniform attention's share of the distinct tokens at each sequence length
+    (lengths that differ by a few percent of it draw as one line)."""
+    for k, T in enumerate(sorted(set(lengths))):
+        ax.axhline(tasks.uniform_distinct_share("none", T), color="k", lw=0.8, ls=":",
+                   label=label if k == 0 else None)
+
+
+def _top(rows, keys, mean_suffix=""):
+    """The y axis' top: 1.02, or above the highest error bar (an interval may pass 1)."""
+    return max(1.02, *(1.02 * (row[key + mean_suffix] + row[f"{key}_ci95"])
+                       for row in rows for key in keys))
+
+
+def condition_words(row, main) -> str:
+    """A condition of the task sweep (``row``'s T, init, lr_ov) in words, as it differs from
+    the main sweep's (``main``)."""
+    if (row["T"], row["init"], row["lr_ov"]) == (main["T"], main["init"], main["lr_ov"]):
+        start = "small start" if main["init"] == "identity" else "default start"
+        return f"main sweep (T = {main['T']}, {start})"
+    words = []
+    if row["T"] != main["T"]:
+        words.append(f"{'longer' if row['T'] > main['T'] else 'shorter'} sequences "
+                     f"(T = {row['T']})")
+    if row["init"] != main["init"]:
+        words.append("small start" if row["init"] == "identity" else "default start")
+    if row["lr_ov"] != main["lr_ov"]:
+        factor = max(row["lr_ov"], main["lr_ov"]) / min(row["lr_ov"], main["lr_ov"])
+        words.append(f"OV rate {factor:g}x {'lower' if row['lr_ov'] < main['lr_ov'] else 'higher'}")
+    return ", ".join(words)
+
+
 def _condition_panels(fig, grid, rows, seed_values):
     conditions = list(dict.fromkeys(row["condition"] for row in rows))
     colors = dict(zip(conditions, ("#444444", "#1b9e77", "#d95f02", "#7570b3", "#e7298a",
-                                   "#66a61e", "#e6ab02")))
+                                   "#66a61e", "#a6761d")))
+    words = {row["condition"]: condition_words(row, rows[0]) for row in rows}
     for col, (key, title) in enumerate((("distinct", "(b) on distinct tokens"),
                                         ("informative", "(c) on distinct + query tokens"))):
         ax = fig.add_subplot(grid[1, col])
@@ -371,9 +406,12 @@ def _condition_panels(fig, grid, rows, seed_values):
             ax.errorbar([row["r"] * shift for row in picked],
                         [row[key] for row in picked],
                         yerr=[row[f"{key}_ci95"] for row in picked], fmt="o-", ms=4,
-                        capsize=2, color=colors[condition], label=condition)
+                        capsize=2, color=colors[condition], label=words[condition])
+        if key == "distinct":  # uniform attention's share is known for the distinct tokens
+            _uniform_line(ax, [row["T"] for row in rows],
+                          "uniform attention on the distinct tokens")
         ax.set_xscale("log")
-        ax.set_ylim(0, 1.02)
+        ax.set_ylim(0, _top(rows, ["distinct", "informative"]))  # one scale for both
         ax.set_xlabel(r"$r = \eta_{QK} / \eta_{OV}$")
         ax.set_title(title)
         if col == 0:

@@ -20,8 +20,8 @@ from ..plotting import (
     curve_points,
     house_style,
     new_figure,
-    ratio_colors,
     ratio_label,
+    sequential_colors,
 )
 from ..spec import FigureSpec
 from ..theory import reduced as theory
@@ -188,7 +188,7 @@ def plot(curves):
     from matplotlib.lines import Line2D
 
     ratios = list(dict.fromkeys(row["r"] for row in curves))
-    colors = ratio_colors(ratios)
+    colors = sequential_colors(ratios)
     styles = {"ODE": dict(ls="-"), "full batch": dict(marker="o", mfc="none", ls="none", ms=5),
               "minibatch": dict(ls="--", lw=1.0)}
     with house_style():

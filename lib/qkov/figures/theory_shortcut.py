@@ -35,7 +35,7 @@ from ..checks import (
 )
 from ..cost import Work
 from ..params import FigureParameters, parameter
-from ..plotting import COLUMN_WIDTH_IN, HOUSE_STYLE, house_style, new_figure
+from ..plotting import COLUMN_WIDTH_IN, HOUSE_STYLE, house_style, new_figure, sequential_colors
 from ..spec import Drawing, FigureSpec
 from ..stats import HIGHER, LOWER, interval_text, paired_verdict, seed_interval
 from ..synthetic import metrics, models, tasks, train
@@ -432,7 +432,6 @@ def sensitivity_table(p: Parameters, runs) -> list[dict]:
 TASK_STYLE = {"none": ("s", "#d95f02", "the paper's task"),
               "self": ("o", "#1b9e77", "own position masked"),
               "context": ("^", "#7570b3", "query token also out of context")}
-LENGTH_COLORS = ("#fdae6b", "#e6550d", "#a63603", "#54278f", "#756bb1", "#9e9ac8")
 
 
 def _points(ax, points, offset, marker, color, label):
@@ -468,12 +467,11 @@ def plot(p: Parameters, runs):
         bottom = fig.add_subplot(grid[1, :])
         lines = sorted((s for s in settings(p) if s.cut == "none"
                         and s.experiment in ("causal", "lengths")), key=lambda s: s.T)
-        for k, s in enumerate(lines):
+        for s, color in zip(lines, sequential_colors([s.T for s in lines])):
             points = [x for x in line(runs, s) if x["r"] in p.shortcut_ratios]
             bottom.errorbar([x["r"] for x in points], [x["mean"] for x in points],
                             yerr=[x["ci95"] for x in points], fmt="o-", ms=4, capsize=2,
-                            color=LENGTH_COLORS[k % len(LENGTH_COLORS)], label=f"T = {s.T}")
-        # (a sequence of oranges to purples: panels (a), (b) keep green for "without it")
+                            color=color, label=f"T = {s.T}")
         bottom.axhline(tasks.uniform_distinct_share("none", p.lengths[0]), color="k", lw=0.8,
                        ls=":", label=f"uniform attention (T = {p.lengths[0]})")
         bottom.set_title("(c) the paper's task, at more sequence lengths")

@@ -20,6 +20,7 @@ import torch
 
 from .. import pinned_threads
 from ..checks import ParameterError
+from ..plotting import HEATMAP_CMAP, heatmap_text_color
 from ..stats import interval_text, records_interval, seed_interval
 from .metrics import ATTENTION_METHODS, attention_probability_heatmap
 from .train import ALL_FASTER, FASTER_QK, FASTER_QK_ONLY, MATCHED, SLOW_OV, TrainingSetup
@@ -267,8 +268,9 @@ def heatmap_cells(maps) -> list[dict]:
 
 
 
-COLORS = {MATCHED: "#440154", FASTER_QK: "#35b779", FASTER_QK_ONLY: "#31688e",
-          ALL_FASTER: "#fde725", SLOW_OV: "#e8743b"}
+# Conditions, not an order: distinct hues, each at least 3:1 against white.
+COLORS = {MATCHED: "#444444", FASTER_QK: "#1b9e77", FASTER_QK_ONLY: "#7570b3",
+          ALL_FASTER: "#d95f02", SLOW_OV: "#e7298a"}
 MARKERS = {MATCHED: "o", FASTER_QK: "s", FASTER_QK_ONLY: "^", ALL_FASTER: "D", SLOW_OV: "v"}
 HEATMAPS_PER_ROW = 3
 
@@ -312,13 +314,13 @@ def draw_heatmaps(fig, grid, first_row: int, maps, conditions, xlabel: str, ylab
     for k, c in enumerate(conditions):
         row, col = divmod(k, HEATMAPS_PER_ROW)
         ax = fig.add_subplot(grid[first_row + row, 2 * col:2 * col + 2])
-        image = ax.imshow(maps[c], origin="lower", extent=(0, 1, 0, 1), cmap="viridis",
+        image = ax.imshow(maps[c], origin="lower", extent=(0, 1, 0, 1), cmap=HEATMAP_CMAP,
                           vmin=0, vmax=100, aspect="auto")
         for i in range(HEATMAP_BINS):
             for j in range(HEATMAP_BINS):
                 ax.text((edges[j] + edges[j + 1]) / 2, (edges[i] + edges[i + 1]) / 2,
                         f"{maps[c][i, j]:.0f}", ha="center", va="center", fontsize=9,
-                        color="white" if maps[c][i, j] < 50 else "black")
+                        color=heatmap_text_color(maps[c][i, j], 100))
         ax.grid(False)
         ax.set_xticks(edges)
         ax.set_yticks(edges)

@@ -29,7 +29,7 @@ import torch
 
 from .. import seeding
 from ..checks import ParameterError, integer
-from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
+from ..plotting import COLUMN_WIDTH_IN, HEATMAP_CMAP, house_style, new_figure
 from .batches import TokenBatch
 from .metrics import (
     ATTENTION_METHODS,
@@ -47,7 +47,7 @@ from .train import FASTER_QK, MATCHED, TrainingSetup, resolve_device, train_clas
 
 CONDITIONS = (MATCHED, FASTER_QK)
 CONDITION_LABELS = {MATCHED: "matched learning rates", FASTER_QK: "faster QK"}
-CONDITION_COLORS = {MATCHED: "#7570b3", FASTER_QK: "#d95f02"}
+CONDITION_COLORS = {MATCHED: "#444444", FASTER_QK: "#1b9e77"}  # as qkov.language.comparison's
 
 MESSAGE_WIDTH = 64  # columns of the no-data message
 
@@ -375,7 +375,7 @@ def heatmap_panels(subfigure, heatmaps: Mapping[str, np.ndarray], letters: str, 
                                      letters):
         grid = heatmaps[condition]
         bins = grid.shape[0]
-        image = ax.imshow(grid, origin="lower", extent=(0, 1, 0, 1), cmap="viridis",
+        image = ax.imshow(grid, origin="lower", extent=(0, 1, 0, 1), cmap=HEATMAP_CMAP,
                           vmin=0, aspect="auto")
         ax.grid(False)
         ax.set_xlabel(xlabel)
