@@ -18,7 +18,7 @@ from sphinx import addnodes
 from sphinx.util.docutils import SphinxDirective
 
 from qkov.figures import paper_fig4
-from qkov.plotting import COLUMN_WIDTH_IN, drawing_files, house_style, new_figure, ratio_colors
+from qkov.plotting import COLUMN_WIDTH_IN, drawing_files, house_style, new_figure, sequential_colors
 from qkov.theory.reduced import attention_mass
 
 SCRIPT = Path(__file__).with_name("qkov_explorer.js")
@@ -123,7 +123,7 @@ def small_multiples(data: dict) -> tuple[bytes, list[float], list[float]]:
         axes = fig.subplots(1, len(ns), sharey=True)
         for ax, n in zip(axes, ns):
             i = data["n"].index(n)
-            for r, color in zip(p.ratios, ratio_colors(p.ratios)):
+            for r, color in zip(p.ratios, sequential_colors(p.ratios)):
                 run = data["runs"][i][data["ratios"].index(r)]
                 ax.plot(np.power(10.0, run["x"]), run["alpha"], color=color, label=f"{r:g}")
                 ax.plot(run["end"]["tau"], run["end"]["alpha"], "o", color=color, ms=5)
