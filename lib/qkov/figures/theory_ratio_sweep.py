@@ -416,5 +416,8 @@ def _condition_panels(fig, grid, rows, seed_values):
         ax.set_title(title)
         if col == 0:
             ax.set_ylabel("task attention (mean, 95% CI)")
-            # below the panels: seven conditions would cover the points inside one
-            fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=2)
+            # below the panels: seven conditions would cover the points inside one; in two
+            # columns unless a condition's words are too long to sit beside another's
+            handles, labels = ax.get_legend_handles_labels()
+            fig.legend(handles, labels, loc="outside lower center",
+                       ncols=2 if max(map(len, labels)) <= 45 else 1)
