@@ -16,7 +16,8 @@ from nbval.plugin import coalesce_streams, get_sanitize_patterns
 
 TOLERANCE_TAG, IGNORE_TAG = "nbval-tolerance", "nbval-ignore-output"
 RELATIVE, LAST_DIGITS, HALF_WIDTH_RELATIVE = 0.005, 3, 0.25
-TEXT_KEYS = ("text/plain", "application/papermill.record/text/plain")  # printed, and glued
+TEXT_KEYS = ("text/plain", "text/html", "text/latex",  # printed or shown (qkov.tables)
+             "application/papermill.record/text/plain")  # glued
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])")
 
 

@@ -148,20 +148,65 @@ def test_a_folder_that_is_not_a_previous_set_is_refused_and_kept(tmp_path, monke
 
 
 def test_a_table_prints_the_same_from_its_data_as_stored_in_summary_json(capsys):
-    """The book renders a printed table from summary.json: its JSON form prints exactly as
-    the notebook's table did (numpy floats, non-finite, None, text and integers)."""
-    rows = [{"a": np.float64(1 / 3), "b": float("nan"), "c": None, "d": "0.5 ± 0.1", "e": 7,
+    """The book shows a table from its data: its JSON form (summary.json) prints exactly as
+    the table did (numpy floats, non-finite, None, text and integers)."""
+    rows = [{"alpha": np.float64(1 / 3), "b": float("nan"), "c": None, "d": "0.5 ± 0.1", "e": 7,
              "f": np.float32(0.1), "g": np.int64(3), "h": True, "i": -float("inf")},
-            {"a": 12345.678, "b": 1e-7, "c": 2, "d": "-", "e": 10**6, "f": 0.0, "g": 1,
+            {"alpha": 12345.678, "b": 1e-7, "c": 2, "d": "-", "e": 10**6, "f": 0.0, "g": 1,
              "h": False, "i": 3.0}]
     tables.taken()  # none left from another test
     tables.show(rows, digits=3)
     printed = capsys.readouterr().out
-    [stored] = json.loads(json.dumps(tables.taken({"a": "α"})))
+    [stored] = json.loads(json.dumps(tables.taken()))
     assert tables.text(stored) + "\n" == printed and tables.taken() == []
     assert stored["headers"][:2] == ["α", "b"]
     assert printed.splitlines()[1].split() == [
         "0.333", "nan", "None", "0.5", "±", "0.1", "7", "0.1", "3", "True", "-inf"]
+
+
+def test_a_table_is_one_display_output_with_text_html_and_latex_from_its_data():
+    """In a kernel a table is one display output (never parsed back out of stdout): its text
+    is the printed form, its HTML and LaTeX show the same cells, a wide table in parts of at
+    most MAX_COLUMNS columns led by the column that names the rows; LaTeX's specials escaped."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    rows = [{"name": f"r_{k}", **{f"c{j}": k + j / 7 for j in range(7)}, "note": "50% & #1"}
+            for k in range(3)]
+    shell = InteractiveShell.instance()
+    published = []
+    shell.display_pub.publish = lambda data, **kwargs: published.append(data)
+    try:
+        tables.taken()
+        tables.show(rows, digits=3)
+    finally:
+        InteractiveShell.clear_instance()
+    [data] = published
+    [stored] = tables.taken()
+    assert set(data) == {"text/plain", "text/html", "text/latex"}
+    assert data["text/plain"] == tables.text(stored)
+    parts = data["text/html"].count("<table")
+    assert parts == len(tables.split_wide(stored["headers"], stored["rows"])) == 2
+    for header, _ in tables.split_wide(stored["headers"], stored["rows"]):
+        assert header[0] == "name" and len(header) <= tables.MAX_COLUMNS
+    assert "<td>1.14</td>" in data["text/html"] and "<td>50% &amp; #1</td>" in data["text/html"]
+    assert data["text/latex"].count(r"\begin{tabular}") == 2
+    assert r"r\_1 & 1 & 1.14" in data["text/latex"] and r"50\% \& \#1" in data["text/latex"]
+
+
+@pytest.mark.parametrize("call, named", [
+    (lambda: tables.show([], None), "no rows"),
+    (lambda: tables.show([{"a": 1}], ["a", "b"]), "'b'"),
+    (lambda: tables.show([{"a": 1}], digits=0), "digits"),
+])
+def test_a_bad_table_is_refused_naming_what_is_wrong(call, named):
+    with pytest.raises(ValueError, match=named):
+        call()
+    tables.taken()
+
+
+def test_column_headers_are_the_same_on_every_page():
+    assert tables.header("alpha") == "α" and tables.header("L=0.01") == "L = 0.01"
+    assert tables.header("final_train_loss") == "final train loss"
 
 
 def test_save_figure_writes_every_format_reproducibly(tmp_path):

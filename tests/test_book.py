@@ -20,7 +20,6 @@ from qkov.figures import specs
 sys.path.insert(0, str(REPO / "book" / "_ext"))  # the book's extensions, as _config.yml loads them
 import qkov_book  # noqa: E402
 import qkov_figures  # noqa: E402
-import qkov_tables  # noqa: E402
 
 TOC = list(parse_toc_yaml(REPO / "_toc.yml"))  # the pages in reading order, as Sphinx reads it
 FIGURES = qkov_figures.book_figures(REPO)
@@ -131,7 +130,7 @@ def test_reproducibility_page_shows_the_measured_records(book_html):
 def test_printed_tables_are_html_tables_from_the_figures_data(book_html):
     """Every printed table, as HTML from the figure's summary.json (a wide one split, each
     part led by the columns that name its rows)."""
-    from qkov.tables import cell_text
+    from qkov.tables import MAX_COLUMNS, cell_text, split_wide
 
     for spec in specs().values():
         summary = book_artifacts() / spec.id / "summary.json"
@@ -139,13 +138,67 @@ def test_printed_tables_are_html_tables_from_the_figures_data(book_html):
         shown = re.findall(r'<table class="qkov-printed-table.*?</table>', text, re.S)
         for t in json.loads(summary.read_text())["tables"] if summary.is_file() else []:
             rows = [[cell_text(value, t["digits"]) for value in row] for row in t["rows"]]
-            for header, part in qkov_tables.split_wide(t["headers"], rows):
+            for header, part in split_wide(t["headers"], rows):
                 assert shown, f"{spec.id}: a table of its summary.json is not shown"
                 cells = [plain(c).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>",
                                                               shown.pop(0), re.S)]
                 assert cells == [*header, *(c for row in part for c in row)], spec.id
-                assert len(header) <= qkov_tables.MAX_COLUMNS and header[0] == t["headers"][0]
+                assert len(header) <= MAX_COLUMNS and header[0] == t["headers"][0]
         assert not shown, f"{spec.id}: more tables than its summary.json holds"
+
+
+CHUNKED_CELL = """import time
+from qkov import tables
+
+print("first line", flush=True)
+time.sleep(0.5)  # the kernel sends what it has: the next print comes as another output
+print("second line", flush=True)
+tables.show([{"condition": "matched", "accuracy": 0.5}, {"condition": "faster QK", "accuracy": 0.75}])
+"""
+
+
+def test_a_page_does_not_depend_on_how_the_kernel_split_stdout(tmp_path, run_tool):
+    """A notebook run for real, whose stdout arrives as several outputs, and the same notebook
+    with its stdout joined into one (as a re-run on another machine may store it), build to the
+    same page: one block of its printed lines, and its table as an HTML table (in the PDF's
+    LaTeX, a tabular) from the display output, whatever the stream outputs around it."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Page"),
+                                              nbformat.v4.new_code_cell(CHUNKED_CELL)])
+    notebook.metadata["kernelspec"] = {"name": "python3", "language": "python",
+                                       "display_name": "Python 3"}
+    NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
+    outputs = notebook.cells[1].outputs
+    streams = [o for o in outputs if o.output_type == "stream"]
+    assert len(streams) >= 2 and outputs[-1].output_type == "display_data", outputs
+    joined = nbformat.from_dict(json.loads(json.dumps(notebook)))
+    joined.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="".join(
+        o.text for o in streams)), outputs[-1]]
+
+    pages = {}
+    for name, nb in {"chunked": notebook, "joined": joined}.items():
+        source = tmp_path / name
+        source.mkdir()
+        nbformat.write(nb, source / "page.ipynb")
+        (source / "index.md").write_text("# Index\n\n```{toctree}\npage\n```\n")
+        (source / "conf.py").write_text(
+            f"import sys\nsys.path.insert(0, {str(REPO / 'book' / '_ext')!r})\n"
+            "extensions = ['myst_nb', 'qkov_tables']\nnb_execution_mode = 'off'\n"
+            "nb_merge_streams = True\nproject = 'chunks'\n")
+        for builder in ("html", "latex"):
+            run_tool("sphinx-build", "-q", "-W", "-b", builder, source, tmp_path / f"{name}-{builder}")
+        article = (tmp_path / f"{name}-html" / "page.html").read_text()
+        article = article[article.index('<div class="cell_output'):article.rindex("</table>")]
+        pages[name] = article
+        assert article.count("first line") == 1 and article.count("second line") == 1
+        assert re.search(r"first line\s+second line", article), article
+        assert article.count('<table class="qkov-printed-table">') == 1
+        assert "<td>faster QK</td>" in article and "<td>0.75</td>" in article
+        tex = (tmp_path / f"{name}-latex" / "chunks.tex").read_text()
+        assert "\\begin{tabular}{lr}" in tex and "faster QK & 0.75" in tex
+    assert pages["chunked"] == pages["joined"]
 
 
 def test_a_broken_book_fails_naming_the_page_and_a_readers_dataset_run_is_shown(

@@ -5,7 +5,6 @@ Each figure draws itself in its own module (``qkov.figures.<figure_id>.plot``)."
 from __future__ import annotations
 
 import io
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
@@ -252,10 +251,9 @@ def publish(spec: FigureSpec, parameters: Any, rows: Sequence[Mapping[str, Any]]
     ``summary.json`` with the parameters (the figure's ``Parameters``: the summary notes
     which differ from the defaults), the provenance (the wall time counted from ``started``,
     a ``time.perf_counter()``; the floating-point type, from the spec) and every other file's
-    digest, and the tables the notebook printed (:func:`qkov.tables.show`, with the column
-    headers its module's ``HEADERS`` gives). The drawings and tables must be those the
-    figure's ``spec`` declares (the
-    pipeline expects exactly those files), each with alt text in the spec and text legible at
+    digest, and the tables the notebook showed (:func:`qkov.tables.show`). The drawings and
+    tables must be those the figure's ``spec`` declares (the pipeline expects exactly those
+    files), each with alt text in the spec and text legible at
     the book's width (:func:`check_text_size`); anything else fails before a file is written.
     Prints what it wrote (and where, unless into the canonical folder: the notebooks store
     that line, so it names no machine's path)."""
@@ -277,12 +275,10 @@ def publish(spec: FigureSpec, parameters: Any, rows: Sequence[Mapping[str, Any]]
         table_rows, columns = table if isinstance(table, tuple) else (table, None)
         files[name] = printed_tables.csv_bytes(table_rows, columns, f"{spec.id}/{name}")
     files["data.csv"] = printed_tables.csv_bytes(rows, None, f"{spec.id}/data.csv")
-    module = sys.modules.get(f"qkov.figures.{spec.module}")  # where its SPEC is declared
-    headers = getattr(module, "HEADERS", {})
     files["summary.json"] = summary_bytes(spec.id, parameters, rows,
                                           time.perf_counter() - started, dict(files),
                                           dtype=spec.dtype or parameters.dtype,
-                                          tables=printed_tables.taken(headers))
+                                          tables=printed_tables.taken())
     files = {name: files[name] for name in spec.files}  # the spec's order
     write_set(folder, files)
     where = "" if folder == default_dir(spec.id) else f" into {folder}"

@@ -149,10 +149,6 @@ class Parameters(FigureParameters):
         return Work(sum(c.steps * max(1.0, c.T / 64) for c in configs(self)), "model-steps")
 
 
-# How the book heads its printed tables' columns (qkov.tables; others: _ for spaces).
-HEADERS = {f"L={level:g}": f"L = {level:g}" for level in Parameters.defaults()["matched_losses"]}
-
-
 def fig2_inputs(p: Parameters) -> dict:
     """paper-fig2's files this run reads (:func:`read_fig2`), from ``fig2_summary`` or the
     pipeline's folder; a ParameterError naming ``fig2_summary`` if they are missing or from

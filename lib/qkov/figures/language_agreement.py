@@ -117,11 +117,6 @@ SPEC = FigureSpec(id="language-agreement", reproduces=None, page="book/language"
                       "(right), mean over seeds with 95% intervals.")),),
     rates={"sentence passes": 70_000})
 
-# How the book heads its printed tables' columns (qkov.tables; others: _ for spaces).
-HEADERS = {"attention_rollout": "attention (rollout)",
-           "attention_layer_mean": "attention (layer mean)",
-           "attention_layer_max": "attention (layer max)"}
-
 # The variants every (condition, seed) trains on: the default one, and one in which the
 # training sentences rarely hold an attractor (Parameters.rare_*). Both are measured on the
 # same held-out sets.

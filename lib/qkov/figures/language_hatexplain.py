@@ -48,11 +48,6 @@ SPEC = FigureSpec(id="language-hatexplain", reproduces="paper section 5 (HateXpl
                   needs_dataset=True, resources={"mem_mb": 16000, "runtime": 240},
                   alt=pipelines.classifier_alt("HateXplain", "posts", "rationale", "true class"))
 
-# How the book heads its printed tables' columns (qkov.tables; others: _ for spaces).
-HEADERS = {"attention_rollout": "attention (rollout)",
-           "attention_layer_mean": "attention (layer mean)",
-           "attention_layer_max": "attention (layer max)"}
-
 DATASET, DIVISIONS = "dataset.json", "post_id_divisions.json"
 
 

@@ -89,13 +89,6 @@ SPEC = FigureSpec(id="language-squad", reproduces="paper section 5 (SQuAD)",
                        "of dev questions binned by attention on the answer span (x) and probability of the "
                        "answer's first token (y)."))
 
-# How the book heads its printed tables' columns (qkov.tables; others: _ for spaces).
-HEADERS = {"attention_rollout": "attention (rollout)",
-           "attention_layer_mean": "attention (layer mean)",
-           "attention_layer_max": "attention (layer max)"}
-
-
-
 GOLDS = ("all", "first")
 ATTENTION_STEPS = ("answer", "first")
 

@@ -56,11 +56,6 @@ SPEC = FigureSpec(id="language-sva", reproduces="paper section 5 (subject-verb a
                   alt=pipelines.classifier_alt("subject-verb agreement", "sentences", "subject",
                                                 "true number"))
 
-# How the book heads its printed tables' columns (qkov.tables; others: _ for spaces).
-HEADERS = {"attention_rollout": "attention (rollout)",
-           "attention_layer_mean": "attention (layer mean)",
-           "attention_layer_max": "attention (layer max)"}
-
 MAX_ATTRACTORS = 4  # attractor counts shown separately (more are pooled with 4)
 # What the model reads: the words up to the verb, read out at the slot after them (the
 # default), or, as the authors' notebooks, the whole sentence, verb included, read out at its

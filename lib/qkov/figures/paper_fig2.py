@@ -312,12 +312,6 @@ def trajectory_rows(summaries: list[PanelSummary]):
 MATCHED_LOSS_LEVELS = np.geomspace(3.0, 3e-5, 51)  # ten per decade, from near log 50 down
 MATCHED_LOSS_TABLE_LEVELS = (1.0, 0.1, 0.02, 0.01, 0.001)
 
-# How the book heads its printed tables' columns (qkov.tables; others: _ for spaces).
-HEADERS = {"mean_attn": "mean attention", "pct_attn>=0.8": "% with attention ≥ 0.8",
-           "pct_both>=0.8": "% with attention and p ≥ 0.8", "test_loss": "held-out loss",
-           "pct_separable": "% separable", "drift_qk": "QK drift", "drift_ov": "OV drift",
-           **{f"L={level:g}": f"L = {level:g}" for level in MATCHED_LOSS_TABLE_LEVELS}}
-
 
 def matched_loss_rows(summaries: list[PanelSummary], levels) -> list[dict]:
     """Attention on distinct tokens per panel at the loss ``levels``, mean over seeds ± the

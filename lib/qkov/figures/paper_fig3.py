@@ -32,9 +32,6 @@ SPEC = FigureSpec(id="paper-fig3", reproduces="paper Fig. 3", page="book/paper-f
                        "with a band of one standard deviation over seeds."),
     rates={"model-steps": 35_000})
 
-# How the book heads its printed tables' columns (qkov.tables; others: _ for spaces).
-HEADERS = {"alpha": "α", "companion_ci95": "± 95%"}
-
 ALPHAS = (0.2, 0.4, 0.6, 0.8, 1.0)
 SEEDS = (1234, 1235, 1236, 1237, 1238)  # the authors' notebooks ran one, 1234
 OV_CIRCUITS = {  # the OV circuit under fixed attention: collapsed with bias, factorized without

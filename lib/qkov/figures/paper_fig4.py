@@ -31,10 +31,6 @@ SPEC = FigureSpec(id="paper-fig4", reproduces="paper Fig. 4", page="book/paper-f
                        "time (log scale); on the right mu_OV, mu_QK and alpha at the moment the loss first "
                        "falls below each stopping threshold."))
 
-# How the book heads its printed tables' columns (qkov.tables; others: _ for spaces).
-HEADERS = {"mu_ov": "μ_OV", "mu_qk": "μ_QK", "tau": "τ", "alpha": "α"}
-
-
 # Every stopping threshold is an event the solver evaluates at each of its steps: 1,000 of
 # them (e.g. 50 a decade over 20 decades) take ~1 s per ratio, against 0.04 s for the default
 # 41; finer than 100 a decade, the panels' curves show nothing new. (Unbounded, -p

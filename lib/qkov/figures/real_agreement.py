@@ -77,11 +77,6 @@ SPEC = FigureSpec(id="real-agreement", reproduces=None, page="book/real-text",
                        "each cell its percentage."),
     rates={"example passes": 16_000})
 
-# How the book heads its printed tables' columns (qkov.tables; others: _ for spaces).
-HEADERS = {"attention_rollout": "attention (rollout)",
-           "attention_layer_mean": "attention (layer mean)",
-           "attention_layer_max": "attention (layer max)"}
-
 MAX_ATTRACTORS = 3  # attractor counts shown separately; more are pooled with 3
 # Work, in passes of one example through the default model: a training example is a
 # forward and a backward pass (about 3), each optimizer step adds a fixed cost (as long as

@@ -69,9 +69,6 @@ SPEC = FigureSpec(id="real-sentiment", reproduces=None, page="book/real-text",
                        "percentage."),
     rates={"sentence passes": 13_000})
 
-# How the book heads its printed tables' columns (qkov.tables; others: _ for spaces).
-HEADERS = {"attention_rollout": "attention (rollout)"}
-
 # Work, in passes of one sentence through the default model: a training sentence is a
 # forward and a backward pass (about 3), each optimizer step adds a fixed cost (as long as
 # STEP_PASSES sentences), and each test sentence is measured once at the end in FINAL_PASSES

@@ -46,17 +46,6 @@ SPEC = FigureSpec(id="theory-ratio-sweep", reproduces=None, page="book/theory",
                        "the task's attention per training condition on each measure."),
     rates={"model-steps": 600_000, "descent steps": 3_000})
 
-# How the book heads its printed tables' columns (qkov.tables; others: _ for spaces).
-HEADERS = {"alpha": "α", "alpha_closed_form": "α, closed form",
-           "alpha_stylized": "α, stylized model",
-           "task_informative_mean": "task: class-identifying",
-           "task_informative_ci95": "± 95%", "task_distinct_mean": "task: distinct",
-           "task_distinct_ci95": "± 95%", "task_loss_mean": "task loss",
-           "task_runs_reaching_loss": "runs at the loss",
-           "runs_reaching_loss": "runs at the loss", "distinct_ci95": "± 95%",
-           "informative": "class-identifying", "informative_ci95": "± 95%",
-           "epochs_mean": "epochs"}
-
 INITS = ("identity", "default")  # CACO from 1e-6 I (the theory's symmetric point) or nn.Linear's
 
 

@@ -43,11 +43,6 @@ SPEC = FigureSpec(id="theory-reduction", reproduces=None, page="book/theory",
                        "dashed."),
     rates={"descent steps": 3_000})
 
-# How the book heads its printed tables' columns (qkov.tables; others: _ for spaces).
-HEADERS = {"err_mu_ov": "error μ_OV", "err_mu_qk": "error μ_QK", "err_alpha": "error α",
-           "err_loss": "error loss", "off_set": "off the set"}
-
-
 @dataclass(frozen=True)
 class Parameters(SettingParameters):
     """The notebook's parameters."""

@@ -37,12 +37,6 @@ SPEC = FigureSpec(id="theory-rescaling", reproduces=None, page="book/theory",
                        "mass alpha at each loss threshold, and bars of the predicted alpha at the matched "
                        "loss beside the attention measured in paper Fig. 2 at the same held-out loss."))
 
-# How the book heads its printed tables' columns (qkov.tables; others: _ for spaces).
-HEADERS = {"alpha_at_loss": "α at the loss", "alpha_balanced_start": "α, balanced start",
-           "tau_at_loss": "τ at the loss", "r_eff_at_loss": "r_eff at the loss",
-           "measured_attention_ci95": "± 95%",
-           "measured_class_attention": "measured class-identifying attention"}
-
 ROW1_PANELS = ("FAFO", "FACO", "CAFO", "CACO")  # Fig. 2 row 1: equal learning rates
 # Fig. 2 row 1 starts every factor at 1e-6 I except FAFO's W_Q, W_K (PyTorch's default init).
 DEFAULT_INIT_FACTORS = {"FAFO": "qk"}
