@@ -8,6 +8,7 @@ import re
 import shlex
 import shutil
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -125,6 +126,31 @@ def test_reproducibility_page_shows_the_measured_records(book_html):
         _, rows, note = record(REPO)
         assert all(cell in text for row in rows for cell in row), kind
         assert " ".join(note.replace("`", "").split()) in " ".join(text.split()), kind
+
+
+def test_the_test_record_shows_each_tiers_time_and_the_slowest_tests(tmp_path, monkeypatch):
+    """A passing session's record (conftest.test_record, as `make test` writes it) is what
+    the reproduce page shows: each tier's tests and minutes, the whole run, the slowest."""
+    import conftest
+
+    times = {"tests/test_a.py::t": 90.0, "notebooks/x.ipynb::Cell 0": 600.0,
+             "tests/test_book.py::b": 30.0}
+    monkeypatch.setattr(conftest, "_times", defaultdict(float, times))
+    monkeypatch.setattr(conftest, "_tiers", {"tests/test_a.py::t": "unit",
+                                             "notebooks/x.ipynb::Cell 0": "notebook",
+                                             "tests/test_book.py::b": "book"})
+    assert conftest.test_record(1) is None  # a failed session records nothing
+    record = conftest.test_record(0)
+    assert record["tiers"] == {"unit": {"tests": 1, "seconds": 90.0},
+                               "notebook": {"tests": 1, "seconds": 600.0},
+                               "book": {"tests": 1, "seconds": 30.0}}
+    assert record["slowest"][0] == {"test": "notebooks/x.ipynb::Cell 0", "seconds": 600.0}
+    (tmp_path / "artifacts").mkdir()
+    (tmp_path / "artifacts" / "test-run.json").write_text(json.dumps(record))
+    header, rows, note = qkov_book.RECORDS["test-run"](tmp_path)
+    assert header == ["tier", "tests", "time"]
+    assert [row[1:] for row in rows[:3]] == [["1", "1.5 min"], ["1", "10.0 min"], ["1", "0.5 min"]]
+    assert rows[-1][1] == "3" and "`notebooks/x.ipynb::Cell 0` 10.0 min" in note
 
 
 def test_printed_tables_are_html_tables_from_the_figures_data(book_html):

@@ -68,17 +68,26 @@ def figure_times(srcdir: Path):
             "notebook's computation, without the kernel's start-up.")
 
 
+TIER_NAMES = {"unit": "unit tests", "notebook": "nbval over every notebook, and the tools run",
+              "book": "the strict book build (PDF and HTML) and its checks",
+              "browser": "every page in headless Chromium", "cluster": "a single-node SLURM"}
+
+
 def test_run(srcdir: Path):
     path = srcdir / "artifacts" / "test-run.json"
     if not path.is_file():
         return [], [], ("No passing `make test` is recorded in this checkout yet (a passing "
                         "run writes `artifacts/test-run.json`).")
     r = json.loads(path.read_text())
-    return (["run", "wall time", "commit"],
-            [["make test: unit tests, nbval over every notebook, book build, browser checks",
-              f"{r['wall_time_s']:.0f} s", (r["commit"] or "?")[:10]]],
-            f"Recorded on {r['date']} ({r['machine']}) by the last passing `make test` of the "
-            "checkout that built this book (installation not included).")
+    rows = [[f"{name}: {TIER_NAMES.get(name, name)}", f"{t['tests']}",
+             f"{t['seconds'] / 60:.1f} min"] for name, t in r["tiers"].items()]
+    rows.append(["all of make test's tests", f"{sum(t['tests'] for t in r['tiers'].values())}",
+                 f"{r['wall_time_s'] / 60:.1f} min"])
+    slowest = "; ".join(f"`{t['test']}` {t['seconds'] / 60:.1f} min" for t in r["slowest"][:5])
+    return (["tier", "tests", "time"], rows,
+            f"Recorded on {r['date']} ({r['machine']}, commit {(r['commit'] or '?')[:10]}) by the "
+            "last passing `make test` of the checkout that built this book (installation not "
+            f"included). The slowest tests: {slowest}.")
 
 
 def trainer_speed(srcdir: Path):
