@@ -576,7 +576,7 @@ CLAIMS = (
           "accuracy not lower by more than one point).",
           "VADER's 23,703 rated sentences, 3 classes, rationale = lexicon words with |valence| "
           ">= 1.5, tested on documents unseen in training; 1 layer with an MLP, AdamW at 3e-4, "
-          "multiple 30, 3 epochs, 5 seeds; not HateXplain", NOT_SUPPORTED, real_sentiment),
+          "multiple 20, 3 epochs, 5 seeds; not HateXplain", NOT_SUPPORTED, real_sentiment),
     Claim("language-real-data", "paper", "language-hatexplain",
           "On HateXplain, subject-verb agreement and SQuAD, faster QK learning attends more "
           "to human or structural rationales at comparable performance.",
