@@ -1,14 +1,10 @@
 """Shared test set-up: the tools fixture, the tiers, the figures' files the book tests read.
 The session's environment is tests/pipeline_env.py's (notebooks validated alone get it too)."""
 
-import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
-import time
-from collections import defaultdict
 from graphlib import TopologicalSorter
 from pathlib import Path
 
@@ -69,65 +65,6 @@ def pytest_collection_modifyitems(items):
         {f: {read.split("/")[0] for read in s.reads} for f, s in specs().items()}).static_order())}
     items.sort(key=lambda item: (FILE_TIERS.get(item.path.name) in ("book", "browser"), order.get(
         item.path.stem, -1) if item.path.suffix == ".ipynb" else -1))
-
-
-# The record of a passing run (the book's reproduce page shows it): where QKOV_TEST_RECORD
-# names a file (`make test` sets artifacts/test-run.json), the session's wall time, each tier's
-# (its tests' setup, call and teardown added up: the tests run one after another) and the
-# slowest tests. Written only when every test passed.
-RECORD_ENV = "QKOV_TEST_RECORD"
-SLOWEST = 10
-_times: dict[str, float] = defaultdict(float)  # test id -> seconds
-_tiers: dict[str, str] = {}  # test id -> tier
-_started = time.time()
-
-
-def pytest_runtest_logreport(report):
-    _times[report.nodeid] += report.duration
-
-
-def pytest_collection_finish(session):
-    for item in session.items:
-        _tiers[item.nodeid] = next((m.name for m in item.iter_markers() if m.name in TIERS), "unit")
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def test_record(exitstatus: int) -> dict | None:
-    """What a passing session records (None if it did not pass or ran no test)."""
-    if exitstatus != 0 or not _times:
-        return None
-    tiers = {tier: {"tests": 0, "seconds": 0.0} for tier in TIERS}
-    for nodeid, seconds in _times.items():
-        tier = tiers[_tiers.get(nodeid, "unit")]
-        tier["tests"] += 1
-        tier["seconds"] = round(tier["seconds"] + seconds, 1)
-    slowest = sorted(_times.items(), key=lambda item: -item[1])[:SLOWEST]
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
-                            text=True).stdout.strip()
-    return {"date": time.strftime("%Y-%m-%d", time.gmtime()),
-            "machine": f"{cpu_model()}, {os.cpu_count()} cores ({platform.system()} "
-                       f"{platform.release()} {platform.machine()})",
-            "commit": commit or None, "wall_time_s": round(time.time() - _started),
-            "tiers": {name: t for name, t in tiers.items() if t["tests"]},
-            "slowest": [{"test": nodeid, "seconds": round(seconds, 1)}
-                        for nodeid, seconds in slowest]}
-
-
-def pytest_sessionfinish(session, exitstatus):
-    path = os.environ.get(RECORD_ENV)
-    record = test_record(int(exitstatus))
-    if path and record:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(record, indent=1) + "\n")
 
 
 def book_artifacts() -> Path:

@@ -102,6 +102,7 @@ def run_notebook(figure_id: str, variables: dict, folder: Path):
 
     from qkov.artifacts import ARTIFACTS_ENV, PIPELINE_ENV
     from qkov.figures import specs
+    from qkov_tools.notebooks import strip
 
     root = folder / "artifacts"
     for read in sorted({r.split("/")[0] for r in specs()[figure_id].reads}):
@@ -114,7 +115,7 @@ def run_notebook(figure_id: str, variables: dict, folder: Path):
     env |= {PIPELINE_ENV: "1", ARTIFACTS_ENV: str(root), **variables}
     subprocess.run([sys.executable, "-m", "papermill", "--no-progress-bar", "-p", "progress", "False",
                     notebook_path(figure_id), output], check=True, env=env, cwd=REPO)
-    return nbformat.read(output, as_version=4)
+    return strip(nbformat.read(output, as_version=4))  # as the pipeline stores it
 
 
 def machine() -> str:

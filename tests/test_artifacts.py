@@ -193,6 +193,14 @@ def test_a_table_is_one_display_output_with_text_html_and_latex_from_its_data():
     assert r"r\_1 & 1 & 1.14" in data["text/latex"] and r"50\% \& \#1" in data["text/latex"]
 
 
+def test_a_table_without_rows_shows_its_columns_and_rows_may_come_from_a_generator(capsys):
+    tables.taken()
+    tables.show([], ["a", "b"])
+    tables.show({"a": k} for k in range(2))
+    assert capsys.readouterr().out == "a  b\na\n0\n1\n"
+    assert [t["rows"] for t in tables.taken()] == [[], [[0], [1]]]
+
+
 @pytest.mark.parametrize("call, named", [
     (lambda: tables.show([], None), "no rows"),
     (lambda: tables.show([{"a": 1}], ["a", "b"]), "'b'"),

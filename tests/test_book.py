@@ -129,28 +129,37 @@ def test_reproducibility_page_shows_the_measured_records(book_html):
 
 
 def test_the_test_record_shows_each_tiers_time_and_the_slowest_tests(tmp_path, monkeypatch):
-    """A passing session's record (conftest.test_record, as `make test` writes it) is what
-    the reproduce page shows: each tier's tests and minutes, the whole run, the slowest."""
-    import conftest
+    """A passing session's record (tests/run_record.py, as `make test` writes it) is what the
+    reproduce page shows: each tier's tests and minutes, the whole run, the slowest; a record
+    from before tiers were recorded still shows its wall time."""
+    import run_record
 
-    times = {"tests/test_a.py::t": 90.0, "notebooks/x.ipynb::Cell 0": 600.0,
-             "tests/test_book.py::b": 30.0}
-    monkeypatch.setattr(conftest, "_times", defaultdict(float, times))
-    monkeypatch.setattr(conftest, "_tiers", {"tests/test_a.py::t": "unit",
-                                             "notebooks/x.ipynb::Cell 0": "notebook",
-                                             "tests/test_book.py::b": "book"})
-    assert conftest.test_record(1) is None  # a failed session records nothing
-    record = conftest.test_record(0)
-    assert record["tiers"] == {"unit": {"tests": 1, "seconds": 90.0},
-                               "notebook": {"tests": 1, "seconds": 600.0},
+    times = {"tests/test_a.py::t": 90.0, "notebooks/x.ipynb::Cell 0": 400.0,
+             "tests/test_book.py::b": 30.0, "tests/test_a.py::skipped": 0.5,
+             "notebooks/x.ipynb::Cell 1": 200.0}
+    monkeypatch.setattr(run_record, "times", defaultdict(float, times))
+    monkeypatch.setattr(run_record, "ran", set(times) - {"tests/test_a.py::skipped"})
+    monkeypatch.setattr(run_record, "tiers", {"tests/test_a.py::t": "unit",
+                                              "notebooks/x.ipynb::Cell 0": "notebook",
+                                              "tests/test_book.py::b": "book",
+                                              "tests/test_a.py::skipped": "unit",
+                                              "notebooks/x.ipynb::Cell 1": "notebook"})
+    assert run_record.run_record(1) is None  # a failed session records nothing
+    record = run_record.run_record(0)
+    assert record["tiers"] == {"unit": {"tests": 1, "seconds": 90.5},
+                               "notebook": {"tests": 2, "seconds": 600.0},
                                "book": {"tests": 1, "seconds": 30.0}}
-    assert record["slowest"][0] == {"test": "notebooks/x.ipynb::Cell 0", "seconds": 600.0}
+    assert record["slowest"][0] == {"test": "notebooks/x.ipynb", "seconds": 600.0}
     (tmp_path / "artifacts").mkdir()
     (tmp_path / "artifacts" / "test-run.json").write_text(json.dumps(record))
     header, rows, note = qkov_book.RECORDS["test-run"](tmp_path)
     assert header == ["tier", "tests", "time"]
-    assert [row[1:] for row in rows[:3]] == [["1", "1.5 min"], ["1", "10.0 min"], ["1", "0.5 min"]]
-    assert rows[-1][1] == "3" and "`notebooks/x.ipynb::Cell 0` 10.0 min" in note
+    assert [row[1:] for row in rows[:3]] == [["1", "1.5 min"], ["2", "10.0 min"], ["1", "0.5 min"]]
+    assert rows[-1][1] == "4" and "`notebooks/x.ipynb` 10.0 min" in note
+    old = {key: record[key] for key in ("date", "machine", "commit", "wall_time_s")}
+    (tmp_path / "artifacts" / "test-run.json").write_text(json.dumps(old))
+    header, rows, note = qkov_book.RECORDS["test-run"](tmp_path)
+    assert rows[-1][-1] == f"{record['wall_time_s'] / 60:.1f} min" and len(rows) == 1
 
 
 def test_printed_tables_are_html_tables_from_the_figures_data(book_html):
@@ -180,14 +189,16 @@ print("first line", flush=True)
 time.sleep(0.5)  # the kernel sends what it has: the next print comes as another output
 print("second line", flush=True)
 tables.show([{"condition": "matched", "accuracy": 0.5}, {"condition": "faster QK", "accuracy": 0.75}])
+print("after the table")
 """
 
 
 def test_a_page_does_not_depend_on_how_the_kernel_split_stdout(tmp_path, run_tool):
     """A notebook run for real, whose stdout arrives as several outputs, and the same notebook
-    with its stdout joined into one (as a re-run on another machine may store it), build to the
-    same page: one block of its printed lines, and its table as an HTML table (in the PDF's
-    LaTeX, a tabular) from the display output, whatever the stream outputs around it."""
+    with its adjacent stdout joined into one (as a re-run on another machine may store it),
+    build to the same page: one block of the lines printed before the table, the table as an
+    HTML table (in the PDF's LaTeX, a tabular) from the display output, and what was printed
+    after it still after it."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -197,11 +208,12 @@ def test_a_page_does_not_depend_on_how_the_kernel_split_stdout(tmp_path, run_too
                                        "display_name": "Python 3"}
     NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
     outputs = notebook.cells[1].outputs
-    streams = [o for o in outputs if o.output_type == "stream"]
-    assert len(streams) >= 2 and outputs[-1].output_type == "display_data", outputs
+    kinds = [o.output_type for o in outputs]
+    table = kinds.index("display_data")
+    assert kinds[:table].count("stream") >= 2 and kinds[table + 1:] == ["stream"], kinds
     joined = nbformat.from_dict(json.loads(json.dumps(notebook)))
     joined.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="".join(
-        o.text for o in streams)), outputs[-1]]
+        o.text for o in outputs[:table])), *outputs[table:]]
 
     pages = {}
     for name, nb in {"chunked": notebook, "joined": joined}.items():
@@ -212,18 +224,20 @@ def test_a_page_does_not_depend_on_how_the_kernel_split_stdout(tmp_path, run_too
         (source / "conf.py").write_text(
             f"import sys\nsys.path.insert(0, {str(REPO / 'book' / '_ext')!r})\n"
             "extensions = ['myst_nb', 'qkov_tables']\nnb_execution_mode = 'off'\n"
-            "nb_merge_streams = True\nproject = 'chunks'\n")
+            "project = 'chunks'\n")
         for builder in ("html", "latex"):
             run_tool("sphinx-build", "-q", "-W", "-b", builder, source, tmp_path / f"{name}-{builder}")
         article = (tmp_path / f"{name}-html" / "page.html").read_text()
-        article = article[article.index('<div class="cell_output'):article.rindex("</table>")]
+        article = article[article.index('<div class="cell_output'):]
         pages[name] = article
-        assert article.count("first line") == 1 and article.count("second line") == 1
+        assert article.count("<pre>") == 2, article  # before the table, and after it
         assert re.search(r"first line\s+second line", article), article
         assert article.count('<table class="qkov-printed-table">') == 1
         assert "<td>faster QK</td>" in article and "<td>0.75</td>" in article
+        assert article.index("second line") < article.index("<table") < article.index("after the")
         tex = (tmp_path / f"{name}-latex" / "chunks.tex").read_text()
         assert "\\begin{tabular}{lr}" in tex and "faster QK & 0.75" in tex
+        assert tex.rindex("second line") < tex.index("faster QK & 0.75") < tex.rindex("after the")
     assert pages["chunked"] == pages["joined"]
 
 

@@ -79,15 +79,17 @@ def test_run(srcdir: Path):
         return [], [], ("No passing `make test` is recorded in this checkout yet (a passing "
                         "run writes `artifacts/test-run.json`).")
     r = json.loads(path.read_text())
+    tiers = r.get("tiers", {})  # a record from before tiers were recorded has none
     rows = [[f"{name}: {TIER_NAMES.get(name, name)}", f"{t['tests']}",
-             f"{t['seconds'] / 60:.1f} min"] for name, t in r["tiers"].items()]
-    rows.append(["all of make test's tests", f"{sum(t['tests'] for t in r['tiers'].values())}",
+             f"{t['seconds'] / 60:.1f} min"] for name, t in tiers.items()]
+    rows.append(["all of make test's tests", f"{sum(t['tests'] for t in tiers.values()) or '-'}",
                  f"{r['wall_time_s'] / 60:.1f} min"])
-    slowest = "; ".join(f"`{t['test']}` {t['seconds'] / 60:.1f} min" for t in r["slowest"][:5])
+    slowest = "; ".join(f"`{t['test']}` {t['seconds'] / 60:.1f} min"
+                        for t in r.get("slowest", [])[:5])
     return (["tier", "tests", "time"], rows,
             f"Recorded on {r['date']} ({r['machine']}, commit {(r['commit'] or '?')[:10]}) by the "
             "last passing `make test` of the checkout that built this book (installation not "
-            f"included). The slowest tests: {slowest}.")
+            "included)." + (f" The slowest tests: {slowest}." if slowest else ""))
 
 
 def trainer_speed(srcdir: Path):

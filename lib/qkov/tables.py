@@ -98,7 +98,7 @@ def text(data: Mapping[str, Any]) -> str:
     """The printed form of a table :func:`show` keeps."""
     columns, digits = data["columns"], data["digits"]
     body = [[cell_text(value, digits) for value in row] for row in data["rows"]]
-    widths = [max(len(c), *(len(line[i]) for line in body)) for i, c in enumerate(columns)]
+    widths = [max([len(c), *(len(line[i]) for line in body)]) for i, c in enumerate(columns)]
     return "\n".join("  ".join(v.rjust(w) for v, w in zip(line, widths))
                      for line in [columns, *body])
 
@@ -150,7 +150,7 @@ def latex_escape(text: str) -> str:
 
 def latex_text(data: Mapping[str, Any]) -> str:
     """The table as LaTeX for the book's PDF: one centred ``tabular`` per part, the first
-    column left-aligned (it names the row), the others right-aligned, as in the HTML."""
+    column left-aligned (it names the row), the others right-aligned."""
     blocks = []
     for headers, rows in _parts(data):
         lines = [r"\begin{center}\small", r"\begin{tabular}{l" + "r" * (len(headers) - 1) + "}",
@@ -169,6 +169,7 @@ def show(rows, columns=None, digits: int = 4) -> None:
     their ``headers`` (:func:`header`), ``digits`` and ``rows`` (lists of cells in the
     columns' order). In a notebook it is one display output (text, HTML and LaTeX, all from
     the data); elsewhere it prints the text."""
+    rows = list(rows)
     if columns is None and not rows:
         raise ValueError("show: no rows, and no columns given")
     if not isinstance(digits, int) or isinstance(digits, bool) or digits < 1:
@@ -179,8 +180,8 @@ def show(rows, columns=None, digits: int = 4) -> None:
         raise ValueError(f"show: column {missing[0]!r} is missing from a row")
     data = {"columns": columns, "headers": [header(c) for c in columns], "digits": digits,
             "rows": [[_cell(row[c]) for c in columns] for row in rows]}
-    _shown.append(data)
     _display(data)
+    _shown.append(data)  # for summary.json, once shown
 
 
 def _display(data: Mapping[str, Any]) -> None:
