@@ -402,7 +402,8 @@ def _conserved_text(value: float) -> str:
     an Intel Xeon), and the book shows what the machine that built it printed."""
     if abs(value) < CONSERVED_FLOOR:
         return f"< {CONSERVED_FLOOR:g}" if value else "0"
-    return f"{value:.1g}" if abs(value) < DRIFT_FLOOR else f"{value:.2g}"
+    # "#": two digits even where the second is 0 (0.998 as 1.0, not as 1, which reads as exact)
+    return f"{value:.1g}" if abs(value) < DRIFT_FLOOR else f"{value:#.2g}"
 
 
 def conserved_table(summaries: list[PanelSummary]) -> list[dict]:
