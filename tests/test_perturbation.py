@@ -1,10 +1,11 @@
 """The rounding-perturbation test: what a trained figure prints must not depend on the CPU.
 Another CPU rounds differently; ``ATEN_CPU_CAPABILITY=default`` (torch's scalar kernels, the
 same data and seeds) shows it here. Each trained figure's notebook runs with the scalar kernels
-and must print what it prints natively, under nbval's contract (``nbval_tolerance``): run
-natively too at a reduced scale, as stored at the book's (language-agreement). A reduced run
-can miss rounding that training amplifies late: tests/full_scale.py checks a stored notebook
-at its own scale before it is stored."""
+and must print what it prints natively, under nbval's contract (``nbval_tolerance``), both at
+a reduced scale. A reduced run can miss rounding that training amplifies late:
+tests/full_scale.py checks a stored notebook at its own scale before it is stored (the
+language-agreement notebook, which this test ran in full under the scalar kernels, has that
+record now, tests/full-scale/language-agreement.json)."""
 
 import json
 import os
@@ -32,7 +33,6 @@ RUNS = {  # the notebooks' parameters
                         "shortcut_ratios": [1, 10], "sensitivity_ratios": [1, 10], "sensitivity_lr_ov": [0.3],
                         "sensitivity_init_scales": [0.1], "sensitivity_batch_sizes": [128]},
     "fig2-controls": {**FIG2, "qk_rates": [0.1]},
-    "language-agreement": {},
     "real-agreement": {"example_limit": 6000, "epochs": 2, "seeds": [7, 8],  # the addresses 1790-~1850
                        "conditions": ["matched", "faster QK"]},
     "real-sentiment": {"epochs": 1, "seeds": [7, 8], "conditions": ["matched", "faster QK"]},
@@ -51,8 +51,7 @@ def run(tmp_path_factory):
     def run(figure_id: str, capability: str | None = None):
         folder = root / f"{figure_id}-{capability or 'native'}"
         if folder not in done:
-            params = {"progress": False, **RUNS[figure_id]}  # at the book's scale: its canonical folder
-            params |= {"artifacts_dir": str(folder)} if RUNS[figure_id] else {}
+            params = {"progress": False, **RUNS[figure_id], "artifacts_dir": str(folder)}
             for read in sorted({r.split("/")[0] for r in specs()[figure_id].reads}):
                 run(read)  # natively, once: both kernels' runs read the same files
                 name = read.removeprefix("paper-").replace("-", "") + "_summary"
@@ -82,8 +81,7 @@ def test_a_digit_moved_beyond_the_contract_is_a_difference():
                     reason="torch runs its scalar kernels natively here: no other rounding")
 @pytest.mark.parametrize("figure_id", RUNS)
 def test_printed_results_survive_another_rounding(figure_id, run):
-    stored = nbformat.read(REPO / "notebooks" / f"{figure_id}.ipynb", 4)  # = native at book scale (nbval)
-    found = differences(run(figure_id) if RUNS[figure_id] else stored, run(figure_id, SCALAR))
+    found = differences(run(figure_id), run(figure_id, SCALAR))
     assert not found, (f"{figure_id} prints other results with the scalar kernels "
                        f"(ATEN_CPU_CAPABILITY={SCALAR}):\n" + "\n\n".join(found))
 
