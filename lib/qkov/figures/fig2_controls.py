@@ -300,7 +300,7 @@ def comparison_rows(p: Parameters, runs: Runs) -> list[dict]:
 # A difference whose whole interval lies within this is float32 rounding between two runs
 # that both still attend uniformly (~1e-5 at most): its digits differ between machines, so
 # it is printed as such (its verdict, "tie", does not depend on them). An exact 0 too: the
-# native kernels give bit-identical runs there, the scalar ones a difference of ~1e-6.
+# native kernels give bit-identical runs there, the scalar ones a difference below it.
 ROUNDING_DIFFERENCE = 1e-4
 
 
