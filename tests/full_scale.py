@@ -21,7 +21,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -121,15 +120,9 @@ def run_notebook(figure_id: str, variables: dict, folder: Path):
 def machine() -> str:
     import torch
 
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (f"{model}, {os.cpu_count()} cores; torch {torch.__version__}, native kernels "
+    from qkov.provenance import cpu_model
+
+    return (f"{cpu_model()}, {os.cpu_count()} cores; torch {torch.__version__}, native kernels "
             f"{torch.backends.cpu.get_cpu_capability()}")
 
 

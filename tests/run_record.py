@@ -36,19 +36,10 @@ def pytest_collection_finish(session):
         tiers[item.nodeid] = next((m.name for m in item.iter_markers() if m.name in TIERS), "unit")
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def run_record(exitstatus: int) -> dict | None:
     """What a passing session records (None if it did not pass or ran no test)."""
     from conftest import TIERS
+    from qkov import provenance
 
     if exitstatus != 0 or not ran:
         return None
@@ -66,7 +57,7 @@ def run_record(exitstatus: int) -> dict | None:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
                             text=True).stdout.strip()
     return {"date": time.strftime("%Y-%m-%d", time.gmtime()),
-            "machine": f"{cpu_model()}, {os.cpu_count()} cores ({platform.system()} "
+            "machine": f"{provenance.cpu_model()}, {os.cpu_count()} cores ({platform.system()} "
                        f"{platform.release()} {platform.machine()})",
             "commit": commit or None, "wall_time_s": round(time.time() - started),
             "tiers": {name: t for name, t in by_tier.items() if t["seconds"] or t["tests"]},

@@ -33,6 +33,13 @@ def _code_cells(notebook_json: str) -> list[str]:  # a cell's source: a string o
             if c.get("cell_type") == "code"]
 
 
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo; elsewhere what platform says)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    cpu = cpuinfo.is_file() and re.search(r"^model name\s*:(.*)$", cpuinfo.read_text(), re.M)
+    return cpu.group(1).strip() if cpu else platform.processor() or platform.machine()
+
 def provenance(wall_time_s: float, figure_id: str, parameters: Any = None,
                dtype: str | None = None) -> dict[str, Any]:
     import numpy
@@ -52,8 +59,6 @@ def provenance(wall_time_s: float, figure_id: str, parameters: Any = None,
         notebook_changed = None if not notebook.is_file() else (
             committed is None or _code_cells(committed) != _code_cells(notebook.read_text()))
     code = [c for c in (library_changed, notebook_changed) if c is not None]
-    cpuinfo = Path("/proc/cpuinfo")
-    cpu = cpuinfo.is_file() and re.search(r"^model name\s*:(.*)$", cpuinfo.read_text(), re.M)
     mkl = re.search(r"Math Kernel Library Version ([\w.-]+)", torch.__config__.show())
     return {
         "library": ("a git checkout" if commit else
@@ -72,7 +77,7 @@ def provenance(wall_time_s: float, figure_id: str, parameters: Any = None,
             "platform": platform.platform(),
             "processor": platform.machine(),
             "cpu_count": os.cpu_count(),
-            "cpu_model": cpu.group(1).strip() if cpu else platform.processor() or platform.machine(),
+            "cpu_model": cpu_model(),
             "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "aten_cpu_capability_env": os.environ.get("ATEN_CPU_CAPABILITY"),
             "mkl": mkl.group(1) if mkl else None,
