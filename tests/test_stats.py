@@ -105,3 +105,55 @@ def test_range_text_is_the_median_and_the_range_of_a_position():
     assert range_text([1101, 1101, 1001, 1101, 1101]) == "1101 (1001-1101)"
     assert range_text([500, 500]) == "500"
     assert range_text([0, 0, 0, 0, 500]) == "0 (0-500)"  # not "100 ± 280"
+
+
+def test_the_document_bootstrap_is_the_usual_interval_for_independent_examples():
+    """One seed, one example per document: the interval of a mean of 0/1 values is about
+    the normal one, 1.96 standard errors each side."""
+    rng = np.random.default_rng(1)
+    values = (rng.random((1, 2000)) < 0.7).astype(float)
+    mean, low, high = stats.document_bootstrap(values, np.arange(2000))
+    half = 1.96 * values.std() / np.sqrt(2000)
+    assert mean == values.mean() and low < mean < high
+    assert (high - low) / 2 == pytest.approx(half, rel=0.1)
+
+
+def test_examples_of_one_document_move_together_and_seeds_add_their_spread():
+    """Examples that share their document's value: the interval is that of 50 documents,
+    not of 2000 examples. Seeds that differ by an offset widen it further."""
+    rng = np.random.default_rng(2)
+    documents = np.repeat(np.arange(50), 40)
+    shared = (rng.random(50) < 0.5).astype(float)[documents][None]
+    _, low, high = stats.document_bootstrap(shared, documents)
+    assert (high - low) / 2 == pytest.approx(1.96 * shared.std() / np.sqrt(50), rel=0.15)
+    _, alone_low, alone_high = stats.document_bootstrap(shared, np.arange(2000))
+    assert (high - low) > 4 * (alone_high - alone_low)
+    seeds = shared + np.array([[-0.2], [0.0], [0.2], [0.1], [-0.1]])
+    _, seeds_low, seeds_high = stats.document_bootstrap(seeds, documents)
+    assert seeds_high - seeds_low > (high - low) * 1.1
+
+
+def test_non_inferiority_is_one_sided_against_the_margin():
+    rng = np.random.default_rng(3)
+    documents = np.arange(400) // 4
+    near_zero = rng.normal(0.0, 0.05, (5, 400))
+    assert stats.non_inferiority(near_zero, documents, 0.01)[0] == stats.NON_INFERIOR
+    assert stats.non_inferiority(near_zero - 0.05, documents, 0.01)[0] == stats.INFERIOR
+    wide = rng.normal(-0.01, 1.0, (5, 400))
+    verdict, mean, bound = stats.non_inferiority(wide, documents, 0.01)
+    assert verdict == stats.NOT_RESOLVED and bound < mean
+    # a two-sided interval that contains 0 is no evidence of "no cost"
+    assert stats.non_inferiority(wide, documents, 0.01)[0] != stats.NON_INFERIOR
+
+
+def test_the_bootstrap_refuses_what_it_cannot_read():
+    with pytest.raises(ValueError, match=r"values: expected a \[seeds, examples\]"):
+        stats.document_bootstrap(np.zeros(5), np.arange(5))
+    with pytest.raises(ValueError, match="documents: expected one per example"):
+        stats.document_bootstrap(np.zeros((2, 5)), np.arange(4))
+    with pytest.raises(ValueError, match="values: expected finite"):
+        stats.document_bootstrap(np.full((1, 3), np.nan), np.arange(3))
+    with pytest.raises(ValueError, match="resamples"):
+        stats.document_bootstrap(np.zeros((1, 3)), np.arange(3), resamples=10)
+    with pytest.raises(ValueError, match="margin: expected a number > 0"):
+        stats.non_inferiority(np.zeros((1, 3)), np.arange(3), 0)

@@ -7,6 +7,11 @@ interval of paired differences says);
 :func:`interval_text` prints such a pair, :func:`seed_interval_text` both at once;
 :func:`records_interval` is the same over table records, one value per seed (the mean of
 that seed's matching records).
+
+A seed interval treats the test set as fixed. :func:`document_bootstrap` also draws the test
+documents again (whole documents: their examples are not independent), so its interval
+holds for another test sample from the same source; :func:`non_inferiority` reads it
+one-sided against a margin, as a "no cost" statement must be read.
 """
 
 from __future__ import annotations
@@ -143,3 +148,69 @@ def records_interval(records: Iterable[Mapping], key: str, **match) -> tuple[flo
         if all(r[field] == value for field, value in match.items()):
             per_seed.setdefault(r["seed"], []).append(r[key])
     return seed_interval([np.mean(v) for v in per_seed.values()])
+
+
+def document_bootstrap(values, documents, *, resamples: int = 2000, level: float = 0.95,
+                       seed: int = 0) -> tuple[float, float, float]:
+    """The mean of ``values`` [seeds, examples] (e.g. per test example, 1 where a run was
+    right; or a difference of two conditions paired by seed and example) and the
+    ``level`` percentile interval of that mean when the seeds and the test documents are
+    both drawn again with replacement. ``documents`` [examples]: each example's document
+    (an address, a review); a drawn document brings all its examples. Returns (mean, low,
+    high); with one seed only the documents are drawn."""
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 2 or values.shape[1] == 0:
+        raise ValueError(f"values: expected a [seeds, examples] array with examples, got "
+                         f"shape {values.shape}")
+    if not np.isfinite(values).all():
+        raise ValueError("values: expected finite numbers (NaN or inf found)")
+    documents = np.asarray(documents)
+    if documents.shape != values.shape[1:]:
+        raise ValueError(f"documents: expected one per example ({values.shape[1]}), got "
+                         f"shape {documents.shape}")
+    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 100:
+        raise ValueError(f"resamples: expected an integer >= 100, got {resamples!r}")
+    if not 0 < level < 1:
+        raise ValueError(f"level: expected a number in (0, 1), got {level!r}")
+    names, index = np.unique(documents, return_inverse=True)
+    # per seed and document: the sum of its examples' values; per document: their count
+    sums = np.zeros((len(values), len(names)))
+    for row, seed_values in enumerate(values):
+        np.add.at(sums[row], index, seed_values)
+    counts = np.bincount(index, minlength=len(names)).astype(float)
+    rng = np.random.default_rng(seed)
+    n_seeds, n_documents = len(values), len(names)
+    # a resample as how often it draws each seed and each document
+    seed_draws = (rng.multinomial(n_seeds, np.full(n_seeds, 1 / n_seeds), resamples)
+                  if n_seeds > 1 else np.ones((resamples, 1)))
+    document_draws = rng.multinomial(n_documents, np.full(n_documents, 1 / n_documents),
+                                     resamples)
+    totals = ((seed_draws @ sums) * document_draws).sum(1)
+    examples = n_seeds * (document_draws @ counts)
+    means = totals / examples
+    low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(values.mean()), float(low), float(high)
+
+
+NON_INFERIOR, INFERIOR = "no worse than the margin", "worse by more than the margin"
+
+
+def non_inferiority(differences, documents, margin: float, *, level: float = 0.95,
+                    resamples: int = 2000, seed: int = 0) -> tuple[str, float, float]:
+    """Is a condition no worse than its reference by more than ``margin``? ``differences``
+    [seeds, examples]: the condition minus the reference, paired by seed and example
+    (higher is better). One-sided at ``level``: "no worse than the margin" where the lower
+    bound of the :func:`document_bootstrap` interval lies above ``-margin``, "worse by more
+    than the margin" where the upper bound lies below it, else "not resolved". Returns
+    (verdict, mean, lower bound)."""
+    if not margin > 0:
+        raise ValueError(f"margin: expected a number > 0 (the largest cost that does not "
+                         f"matter), got {margin!r}")
+    two_sided = 2 * level - 1  # its low end is the one-sided bound at ``level``
+    mean, low, high = document_bootstrap(differences, documents, resamples=resamples,
+                                         level=two_sided, seed=seed)
+    if low > -margin:
+        return NON_INFERIOR, mean, low
+    if high < -margin:
+        return INFERIOR, mean, low
+    return NOT_RESOLVED, mean, low
