@@ -94,7 +94,14 @@ CASES = {
                 schedule="one_cycle",
                 trim_padding=True,
             ),
-            setup(seed=4, weight_decay=0.01, schedule="one_cycle", grad_clip=None),
+            setup(
+                seed=4,
+                weight_decay=0.01,
+                schedule="one_cycle",
+                grad_clip=None,
+                qk_bias=True,
+                qk_multiplier=30.0,
+            ),
         ],
     ),
     # two pre-LN layers, padding attended, the last token read; SGD with and without momentum

@@ -290,12 +290,29 @@ def test_the_position_embedding_learns_at_its_own_rate_where_asked():
 
 
 def test_the_pipelines_default_to_the_authors_settings_where_the_paper_is_silent():
+    from qkov.language.models import Decoder, DecoderConfig, parameter_groups
+
     sva = language_sva.Parameters()
-    assert sva.residual is False and sva.grad_clip is None and sva.position_multiplier == 1
+    assert sva.residual is False and sva.grad_clip is None and sva.attention_bias
+    # the authors' faster SVA notebook (cell 49): the position embedding, b_Q and b_K at 100x
+    faster = dataclasses.replace(language_sva.training(sva), qk_multiplier=100.0,
+                                 embedding_multiplier=100.0)
+    model = Decoder(DecoderConfig(vocab_size=20, max_len=8, d_model=8, n_heads=2, d_head=4,
+                                  d_mlp=0, attention_bias=True, n_classes=2))
+    rates = {name: group["lr"] / sva.lr for group in parameter_groups(
+        model, base_lr=faster.lr, qk_multiplier=faster.qk_multiplier,
+        embedding_multiplier=faster.embedding_multiplier,
+        position_multiplier=faster.position_multiplier, qk_bias=faster.qk_bias)
+        for name, p in model.named_parameters() if any(p is q for q in group["params"])}
+    assert {n for n, r in rates.items() if r == pytest.approx(100)} == {
+        "token_embedding.weight", "position_embedding.weight", "layers.0.attn.W_Q",
+        "layers.0.attn.W_K", "layers.0.attn.b_Q", "layers.0.attn.b_K"}
     hx = language_hatexplain.Parameters()
     assert hx.position_multiplier == 1 and hx.faster_weight_decay is None and hx.n_layers == 1
     squad = language_squad.Parameters()
     assert (squad.crop_chars, squad.weight_decay, squad.grad_clip) == (200, 0.05, 0.5)
+    assert squad.attention_bias and squad.qk_bias  # q_linear's, k_linear's biases at 20x
+    assert language_hatexplain.training(hx).qk_bias is False  # b_Q, b_K at the base rate
 
 
 def test_squad_takes_the_fetched_glove_only_at_its_width():

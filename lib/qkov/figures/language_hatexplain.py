@@ -1,5 +1,6 @@
 """language-hatexplain: the paper's HateXplain experiment (section 5) - a one-layer GPT-style
-decoder (``n_layers``: the authors also drew two) classifies posts as hate speech, offensive
+decoder (``n_layers``: the authors also trained four, and drew heatmaps of two)
+classifies posts as hate speech, offensive
 or normal; faster-QK training (``W_Q``, ``W_K`` and the token embedding at 30x the base
 learning rate, the position embedding at the base rate, as in the authors' notebooks)
 against matched learning rates,
@@ -100,7 +101,7 @@ class Parameters(FigureParameters):
     d_mlp: int = parameter(256, integer, minimum=0, doc="MLP width")
     n_layers: int = parameter(
         1, integer, minimum=1, maximum=12,
-        doc="decoder layers (the authors also drew 2)")
+        doc="decoder layers (the authors also trained 4 and drew heatmaps of 2)")
     # The authors' notebooks: no padding mask (causal only), and attention read from the last
     # slot of the row padded to max_length - a padding slot: mask_padding False,
     # attention_row "padded_end" reproduce that; the defaults read the classifier's readout

@@ -122,13 +122,14 @@ class Parameters(FigureParameters):
     weight_decay: float = parameter(
         0.05, number, at_least=0,
         doc="AdamW weight decay (the authors' notebooks)")
-    # the token embedding's multiple and decay, in both conditions (the authors': 0.1 and 0)
+    # the token embedding's multiple and decay, in both conditions (the authors': 0.1 and 0;
+    # their position embedding learns and decays with the rest)
     embedding_multiplier: float = parameter(
         0.1, number, above=0,
         doc="the token embedding's multiple of lr, both conditions (the authors')")
     embedding_weight_decay: float = parameter(
         0.0, number, at_least=0,
-        doc="the embeddings' weight decay (the authors': none)")
+        doc="the token embedding's weight decay (the authors': none; positions decay)")
     dropout: float = parameter(
         0.2, number, at_least=0, below=1,
         doc="dropout on embeddings, attention weights and MLP in training (the authors')")
@@ -138,6 +139,15 @@ class Parameters(FigureParameters):
     tie_output: bool = parameter(
         True, boolean,
         doc="the output layer shares the token embedding (the authors')")
+    # The authors' q_linear, k_linear, v and output layers are nn.Linear with biases; their
+    # faster notebook's QK group holds q_linear's and k_linear's weights and biases
+    # (GPT2-Squad-QA_Faster.ipynb at 9e89c94, cell 5)
+    attention_bias: bool = parameter(
+        True, boolean,
+        doc="biases b_Q, b_K, b_V, b_O in attention (the authors' model has them)")
+    qk_bias: bool = parameter(
+        True, boolean,
+        doc="b_Q, b_K learn at the QK rate (the authors'); False: at the base rate")
     # The authors' matched notebook trains at 5e-4 for 70 epochs, faster QK at 5e-5 for 100: a
     # confound, offered to reproduce them (-p matched_lr 0.0005 -p matched_epochs 70)
     matched_lr: float | None = parameter(
@@ -334,7 +344,8 @@ def prepare(p: Parameters) -> Prepared | None:
     config = DecoderConfig(vocab_size=tokenizer.vocab_size, max_len=p.max_length,
                            d_model=p.d_model, n_heads=p.n_heads, d_head=p.d_head, d_mlp=p.d_mlp,
                            n_layers=p.n_layers, layer_norm="pre", n_classes=None,
-                           pad_id=tokenizer.pad_id, dropout=p.dropout, tie_output=p.tie_output)
+                           pad_id=tokenizer.pad_id, dropout=p.dropout, tie_output=p.tie_output,
+                           attention_bias=p.attention_bias)
     prepared = Prepared(train_data, dev_data, tokenizer, train_batch, prompts, dev.golds,
                         train.too_long, dev.too_long, torch.from_numpy(glove.vectors),
                         torch.from_numpy(glove.found), config)
@@ -481,7 +492,8 @@ def conditions(p: Parameters, prepared: Prepared | None) -> dict[str, TrainingSe
         grad_clip=p.grad_clip, qk_multiplier=p.qk_multiplier,
         embedding_multiplier=p.embedding_multiplier,
         embedding_weight_decay=p.embedding_weight_decay, position_multiplier=1.0,
-        label_smoothing=p.label_smoothing, accumulation_steps=p.accumulation_steps)
+        label_smoothing=p.label_smoothing, accumulation_steps=p.accumulation_steps,
+        qk_bias=p.qk_bias)
     epochs = p.epochs if p.matched_epochs is None else p.matched_epochs
     matched = replace(faster, qk_multiplier=1.0, lr=p.lr if p.matched_lr is None else p.matched_lr,
                       epochs=epochs, warmup_fraction=warmup(epochs))

@@ -1,9 +1,9 @@
 """language-sva: the paper's subject-verb agreement experiment (section 5) on the Linzen et
 al. (2016) data - a one-layer decoder with attention output only (no MLP and, as in the
 authors' notebooks, no residual connection) reads a sentence up to its main verb and predicts
-the verb's number (VBZ / VBP); faster-QK training (``W_Q``, ``W_K`` and the token embedding
-at 100x the base learning rate, the position embedding at the base rate as in the authors'
-notebooks; SGD with momentum 0.99, no clipping) against
+the verb's number (VBZ / VBP); faster-QK training (``W_Q``, ``W_K``, their biases ``b_Q``,
+``b_K`` and the token and position embeddings at 100x the base learning rate, as in the
+authors' notebook; SGD with momentum 0.99, no clipping) against
 matched learning rates, seeds 1234-1238, trained on a random 10% of the sentences (Linzen et
 al.'s split) and tested on the rest. Measured: accuracy (overall and by number of attractors),
 attention from the readout on the subject, ERASER scores (the top ``top_fraction`` of the
@@ -66,8 +66,10 @@ INPUTS = {"prefix": "first_pad", "sentence": "last"}  # input -> readout positio
 @dataclass(frozen=True)
 class Parameters(FigureParameters):
     """The notebook's parameters (defaults: the paper's agreement setup; where the paper is
-    silent, the authors' notebooks' - no residual connection, no clipping, the position
-    embedding at the base rate - except batch size and warmup share, the companion's)."""
+    silent, the authors' notebooks' (``Faster_SVA_Train+heatmap+Eval.ipynb`` at 9e89c94):
+    no residual connection, no clipping, batches of 32, 10% warmup, attention biases, and in
+    faster QK the position embedding and ``b_Q``, ``b_K`` at the QK rate (its training cell,
+    cell 49))."""
 
     agreement_tsv: str | None = parameter(
         None, optional_path,
@@ -81,17 +83,24 @@ class Parameters(FigureParameters):
     embedding_multiplier: float = parameter(
         100.0, number, above=0,
         doc="... and the token embedding")
-    # the position embedding's (the authors' notebooks: 1, the base rate, in both conditions)
-    position_multiplier: float = parameter(
-        1.0, number, above=0,
-        doc="the position embedding's multiple (the authors' notebooks: 1)")
+    # the position embedding's multiple (None: the token embedding's, as the authors' faster
+    # notebook: 100x there, 1x matched)
+    position_multiplier: float | None = parameter(
+        None, optional_number, above=0,
+        doc="the position embedding's multiple; None: the token embedding's (the authors')")
+    attention_bias: bool = parameter(
+        True, boolean,
+        doc="biases b_Q, b_K, b_V, b_O in attention (the authors' model has them)")
+    qk_bias: bool = parameter(
+        True, boolean,
+        doc="b_Q, b_K learn at the QK rate (the authors'); False: at the base rate")
     lr: float = parameter(5e-4, number, above=0, doc="SGD base learning rate")
     momentum: float = parameter(0.99, number, at_least=0, below=1, doc="SGD momentum; in [0, 1)")
     weight_decay: float = parameter(1e-5, number, at_least=0, doc="SGD weight decay")
     epochs: int = parameter(15, integer, minimum=1, doc="passes over the training split")
     batch_size: int = parameter(
         32, integer, minimum=1,
-        doc="sentences per step (not stated in the paper)")
+        doc="sentences per step (not stated in the paper; the authors': 32)")
     warmup_fraction: float = parameter(
         0.1, number, at_least=0, below=1,
         doc="linear warmup share of the steps, then cosine decay")
@@ -192,7 +201,8 @@ def prepare(p: Parameters) -> Prepared | None:
     config = DecoderConfig(vocab_size=tokenizer.vocab_size, max_len=p.max_length,
                            d_model=p.d_model, n_heads=p.n_heads, d_head=p.d_head, d_mlp=0,
                            n_layers=1, layer_norm="none", n_classes=len(AGREEMENT_LABELS),
-                           pad_id=tokenizer.pad_id, residual=p.residual)
+                           pad_id=tokenizer.pad_id, residual=p.residual,
+                           attention_bias=p.attention_bias)
     prepared = Prepared(data, tokenizer, encode(train, tokenizer, width, p.input),
                         encode(test, tokenizer, width, p.input),
                         np.array([e.n_diff_intervening for e in test]), too_long, config)
@@ -211,12 +221,14 @@ def describe(prepared: Prepared) -> str:
 
 def training(p: Parameters) -> TrainingSetup:
     """Matched learning rates: every parameter at ``lr`` (SGD with momentum, linear warmup
-    then cosine decay; the position embedding at ``position_multiplier`` in both
-    conditions, as the authors' notebooks)."""
+    then cosine decay; the position embedding with the token embedding unless
+    ``position_multiplier`` is given; ``b_Q``, ``b_K`` with ``W_Q``, ``W_K`` where
+    ``qk_bias``, as the authors' notebook)."""
     return TrainingSetup(optimizer="sgd", lr=p.lr, momentum=p.momentum,
                          weight_decay=p.weight_decay, epochs=p.epochs, batch_size=p.batch_size,
                          schedule="cosine", warmup_fraction=p.warmup_fraction,
-                         grad_clip=p.grad_clip, position_multiplier=p.position_multiplier)
+                         grad_clip=p.grad_clip, position_multiplier=p.position_multiplier,
+                         qk_bias=p.qk_bias)
 
 
 def attractor_rows(runs, attractors: np.ndarray) -> list[dict]:

@@ -364,7 +364,7 @@ def group_of(name: str, setup: TrainingSetup) -> str:
     """A parameter's learning-rate group as models.parameter_groups forms it."""
     if setup.position_multiplier is not None and name.startswith("position_embedding."):
         return "position"
-    return circuit_of(name)
+    return circuit_of(name, setup.qk_bias)
 
 
 def rate_and_decay(name: str, setup: TrainingSetup) -> tuple[float, float]:

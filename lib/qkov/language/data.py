@@ -200,7 +200,8 @@ class AgreementExample:
     n_intervening: int  # nouns between subject and verb
     n_diff_intervening: int  # of those, nouns of the other number (attractors)
     document: str | None = None  # the text it comes from, where the file says (``document``)
-    # The whole ``sentence``, verb included: what the authors' notebooks feed their model
+    # The whole ``sentence``, verb included (the authors' notebooks feed the whole
+    # sentence too, but the ``orig_sentence`` column, as word pieces)
     sentence: tuple[str, ...] = ()
 
 

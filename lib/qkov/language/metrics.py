@@ -6,7 +6,8 @@
   language figure uses: comprehensiveness = p(y|x) - p(y|x without r_k) and sufficiency =
   p(y|x) - p(y|r_k only), where the rationale r_k is the top ``fraction`` (default 5%) of
   the tokens ranked by attention rollout from the readout position
-  (:func:`eraser_rationale`), as the authors' notebooks rank them. As in ERASER, tokens are
+  (:func:`eraser_rationale`): by rollout, as the authors' notebooks rank them, though they
+  read it from the padded row's last slot. As in ERASER, tokens are
   *removed*: the remaining tokens close up in their original order and the row is padded on
   the right again (so positions shift, as they do when words are deleted from a text).
 * Plausibility (ERASER's agreement with human rationales), :func:`plausibility`: token F1

@@ -5,9 +5,11 @@ Each layer's attention keeps ``W_Q``, ``W_K``, ``W_V`` and ``W_O`` as separate p
 circuit can be given its own learning rate: :func:`parameter_groups` puts ``W_Q`` and ``W_K``
 at ``qk_multiplier`` times the base learning rate and the token and position embeddings at
 ``embedding_multiplier`` times it (``position_multiplier`` gives the position embedding a
-rate of its own: the authors' notebooks raise the token embedding alone), everything else at
-the base rate. :func:`make_optimizer` and :func:`make_schedule` build AdamW or SGD with
-momentum on those groups and a warmup + cosine / one-cycle / constant schedule that scales
+rate of its own: the authors' HateXplain notebooks raise the token embedding alone; their
+agreement notebook raises both embeddings, and ``b_Q``, ``b_K``; their SQuAD notebooks keep
+the token embedding at 0.1x in both conditions), everything else at the base rate.
+:func:`make_optimizer` and :func:`make_schedule` build AdamW or SGD with momentum on those
+groups and a warmup + cosine / one-cycle / constant schedule that scales
 every group by the same factor, so the multipliers hold throughout training.
 
 The variants of the paper's section 5: ``d_mlp = 0`` (attention output only, the agreement
@@ -59,8 +61,10 @@ class DecoderConfig:
     dropout: float = 0.0
     # The next-token head's weight is the token embedding (the authors' SQuAD model)
     tie_output: bool = False
-    # Biases b_Q, b_K, b_V ([heads, d_head]) and b_O ([d_model]), zero at first, learning at
-    # the base rate (the authors' HateXplain model)
+    # Biases b_Q, b_K, b_V ([heads, d_head]) and b_O ([d_model]), zero at first (the authors'
+    # models have them). They learn at the base rate, as in the authors' HateXplain
+    # notebooks; parameter_groups(qk_bias=True) puts b_Q, b_K at the QK rate instead, as
+    # their agreement and SQuAD notebooks do
     attention_bias: bool = False
 
     def __post_init__(self):
@@ -264,11 +268,12 @@ class Decoder(nn.Module):
 # --- parameters by circuit, optimizers and schedules ---------------------------------------
 
 
-def circuit_of(name: str) -> str:
-    """The learning-rate group of a parameter by its name: "qk" (W_Q, W_K), "embedding"
-    (token and position embeddings) or "other"."""
+def circuit_of(name: str, qk_bias: bool = False) -> str:
+    """The learning-rate group of a parameter by its name: "qk" (W_Q, W_K, and with
+    ``qk_bias`` their biases b_Q, b_K), "embedding" (token and position embeddings) or
+    "other"."""
     last = name.rsplit(".", 1)[-1]
-    if last in ("W_Q", "W_K"):
+    if last in ("W_Q", "W_K") or qk_bias and last in ("b_Q", "b_K"):
         return "qk"
     if name.startswith(("token_embedding.", "position_embedding.")):
         return "embedding"
@@ -278,7 +283,8 @@ def circuit_of(name: str) -> str:
 def parameter_groups(model: nn.Module, *, base_lr: float, qk_multiplier: float = 1.0,
                      embedding_multiplier: float = 1.0, weight_decay: float = 0.0,
                      position_multiplier: float | None = None,
-                     embedding_weight_decay: float | None = None) -> list[dict]:
+                     embedding_weight_decay: float | None = None,
+                     qk_bias: bool = False) -> list[dict]:
     """Optimizer parameter groups: W_Q, W_K at ``base_lr * qk_multiplier``, token and position
     embeddings at ``base_lr * embedding_multiplier``, everything else at ``base_lr``; every
     parameter in exactly one group. Each group records its ``circuit`` and ``multiplier``.
@@ -287,7 +293,9 @@ def parameter_groups(model: nn.Module, *, base_lr: float, qk_multiplier: float =
     the token embedding learns faster). ``embedding_weight_decay``: the decay of the
     "embedding" group - the token embedding, and the position embedding unless it has a rate
     of its own - where it differs from ``weight_decay`` (the authors' SQuAD notebooks: 0 for
-    the token embedding, whose position embedding learns and decays with the rest)."""
+    the token embedding, whose position embedding learns and decays with the rest).
+    ``qk_bias``: the biases b_Q, b_K learn with W_Q, W_K (the authors' agreement and SQuAD
+    notebooks; their HateXplain notebooks keep them at the base rate)."""
     for name, value in (("base_lr", base_lr), ("qk_multiplier", qk_multiplier),
                         ("embedding_multiplier", embedding_multiplier),
                         ("position_multiplier", 1.0 if position_multiplier is None
@@ -298,13 +306,15 @@ def parameter_groups(model: nn.Module, *, base_lr: float, qk_multiplier: float =
     if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)) \
             or not weight_decay >= 0:
         raise ValueError(f"weight_decay: expected a number >= 0, got {weight_decay!r}")
+    if not isinstance(qk_bias, bool):
+        raise ValueError(f"qk_bias: expected True or False, got {qk_bias!r}")
     multipliers = {"qk": qk_multiplier, "embedding": embedding_multiplier, "other": 1.0}
     if position_multiplier is not None:
         multipliers["position"] = position_multiplier
     members: dict[str, list] = {circuit: [] for circuit in multipliers}
     for name, param in model.named_parameters():
         if param.requires_grad:
-            circuit = circuit_of(name)
+            circuit = circuit_of(name, qk_bias)
             if position_multiplier is not None and name.startswith("position_embedding."):
                 circuit = "position"
             members[circuit].append(param)
@@ -324,12 +334,13 @@ def make_optimizer(model: nn.Module, kind: str = "adamw", *, lr: float, weight_d
                    momentum: float = 0.0, qk_multiplier: float = 1.0,
                    embedding_multiplier: float = 1.0,
                    position_multiplier: float | None = None,
-                   embedding_weight_decay: float | None = None) -> torch.optim.Optimizer:
+                   embedding_weight_decay: float | None = None,
+                   qk_bias: bool = False) -> torch.optim.Optimizer:
     """AdamW or SGD (with ``momentum``) on :func:`parameter_groups`."""
     groups = parameter_groups(model, base_lr=lr, qk_multiplier=qk_multiplier,
                               embedding_multiplier=embedding_multiplier, weight_decay=weight_decay,
                               position_multiplier=position_multiplier,
-                              embedding_weight_decay=embedding_weight_decay)
+                              embedding_weight_decay=embedding_weight_decay, qk_bias=qk_bias)
     if kind == "adamw":
         return torch.optim.AdamW(groups, lr=lr)
     if kind == "sgd":
