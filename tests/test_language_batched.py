@@ -162,6 +162,20 @@ def test_the_batched_trainer_gives_the_per_model_loops_numbers(case):
         assert batched[run].steps == histories[run].steps and batched[run].ended_by == "cap"
 
 
+def test_a_runs_numbers_do_not_depend_on_the_runs_that_share_its_stack():
+    """Three runs in one stack, and in stacks of one and two (a figure's runs split over
+    worker processes): the same weights to the bit."""
+    config, readout, setups = CASES["agreement"]
+    data = sentences()
+    together = models_for(config, 3)
+    apart = copy.deepcopy(together)
+    train_classifiers(together, data, setups[:3], readout=readout)
+    train_classifiers(apart[:1], data, setups[:1], readout=readout)
+    train_classifiers(apart[1:], data, setups[1:3], readout=readout)
+    for a, b in zip(together, apart):
+        assert largest_difference(a, b) == 0
+
+
 def test_the_stacked_readout_is_the_decoders_forward():
     """Logits and the last layer's attention from the readout position, for every readout,
     with and without a padding mask, for rows shared by every run."""

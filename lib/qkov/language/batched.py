@@ -24,9 +24,11 @@ the same formulas, with products that add in another order (tests/test_language_
 After training each run's weights are copied back into its Decoder, so a figure measures
 its models with the per-model code it has.
 
-Within a batch every run has the same number of rows. Batches of different widths (each
-run's own batch cut to its longest row, ``trim_padding``) are padded to the widest; a run
-never attends past its own width, so the padding changes nothing.
+Within a batch every run has the same number of rows, and every batch the data's width: a
+run's batch cut to its longest row (``trim_padding``) is padded back, which changes nothing
+(its real tokens lie within its own width, and the causal mask hides every column after its
+readout). So every stack computes on the same shapes, and a run's numbers do not depend on
+which runs share its stack (how a figure splits its runs over worker processes), to the bit.
 """
 
 from __future__ import annotations
@@ -677,8 +679,7 @@ def train_classifiers(
                 b.trimmed() if setups[run].trim_padding else b for b, run in zip(batches, active)
             ]
             widths = torch.tensor([b.tokens.shape[1] for b in batches])
-            width = int(widths.max())
-            batches = [b.widened(width, stack.config.pad_id) for b in batches]
+            batches = [b.widened(data.tokens.shape[1], stack.config.pad_id) for b in batches]
             tokens = torch.stack([b.tokens for b in batches])
             mask = torch.stack([b.attention_mask for b in batches])
             labels = torch.stack([b.labels for b in batches])
