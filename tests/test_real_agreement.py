@@ -11,7 +11,6 @@ import pytest
 from qkov.checks import ParameterError
 from qkov.figures import real_agreement
 from qkov.language import corpus, sources
-from qkov.processes import map_in_processes
 
 SMALL = {"seeds": [1, 2], "conditions": ["matched", "faster QK"], "epochs": 1, "workers": 1,
          "progress": False, "example_limit": 1500}
@@ -60,7 +59,7 @@ def test_the_split_holds_out_whole_addresses(built):
 def test_a_small_run_measures_every_condition_and_attractor_count(built):
     p = real_agreement.Parameters(**SMALL)
     prepared = real_agreement.prepare(p)
-    results = map_in_processes(real_agreement.train_one, real_agreement.runs(p, prepared), p.workers)
+    results = real_agreement.train(p, prepared)
     records = real_agreement.rows(results)
     assert {(r["condition"], r["seed"]) for r in records} == \
         {(c, s) for c in SMALL["conditions"] for s in SMALL["seeds"]}

@@ -17,7 +17,6 @@ from qkov.figures import real_sentiment
 from qkov.language import ratings, sources
 from qkov.language.data import DataError
 from qkov.language.metrics import average_precision, iou_f1, plausibility, spans, top_k_mask
-from qkov.processes import map_in_processes
 
 LEXICON = ("good\t1.9\t0.9\t[2, 2]\r\nhorrible\t-2.5\t0.5\t[-2, -3]\r\nokay\t0.9\t0.5\t[1]\r\n"
            "lol\t2.9\t0.8\t[3]\r\nlol\t1.0\t0.8\t[1]\r\n:-\xde\t0.9\t1.0\t[1]").encode("latin-1")
@@ -167,7 +166,7 @@ def test_a_small_run_measures_every_condition_and_draws(tmp_path):
     counts = {(r["split"], r["corpus"]): r for r in real_sentiment.count_rows(prepared)}
     assert counts["test", "all"]["sentences"] == len(prepared.test)
     assert sum(counts["test", "all"][c] for c in ratings.SENTIMENT_LABELS) == len(prepared.test)
-    results = map_in_processes(real_sentiment.train_one, real_sentiment.runs(p, prepared), p.workers)
+    results = real_sentiment.train(p, prepared)
     records = real_sentiment.rows(results)
     assert sorted((r["condition"], r["seed"]) for r in records) == \
         sorted((c, s) for c in p.conditions for s in p.seeds)

@@ -32,6 +32,7 @@ from matplotlib.ticker import MaxNLocator
 from ..checks import ParameterError, boolean, integer, number, optional_path, seed_list
 from ..cost import Work
 from ..language import comparison, corpus, pipelines
+from ..language.batched import train_classifiers
 from ..language.comparison import (
     ATTRACTOR_COLUMNS,
     COLORS,
@@ -49,7 +50,6 @@ from ..language.comparison import (
     dtype_name,
     heatmap_cells,
     heatmaps,
-    on_pinned_threads,
     rows,
     summary_table,
 )
@@ -58,7 +58,7 @@ from ..language.metrics import ATTENTION_METHODS, ERASER_FRACTION
 from ..language.models import Decoder, DecoderConfig
 from ..language.sources import sha256_of
 from ..language.tokenizers import Tokenizer, train_word_level
-from ..language.train import ALL_FASTER, FASTER_QK, MATCHED, SLOW_OV, train_classifier
+from ..language.train import ALL_FASTER, FASTER_QK, MATCHED, SLOW_OV
 from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..seeding import init_generator
@@ -75,15 +75,15 @@ SPEC = FigureSpec(id="real-agreement", reproduces=None, page="book/real-text",
                        "after every epoch; below, one heatmap per condition of test sentences binned "
                        "by attention on the subject (x) and probability of the true number (y), "
                        "each cell its percentage."),
-    rates={"example passes": 16_000})
+    # measured: the default run took 39 s on 2 cores of an AMD EPYC (2026-12-07)
+    rates={"example passes": 55_000})
 
 MAX_ATTRACTORS = 3  # attractor counts shown separately; more are pooled with 3
-# Work, in passes of one example through the default model: a training example is a
-# forward and a backward pass (about 3), each optimizer step adds a fixed cost (as long as
-# STEP_PASSES examples at the default size), the test set is measured after every epoch (one
-# pass) and at the end (4: the prediction and the ERASER probabilities).
-TRAIN_PASSES = 3
-STEP_PASSES = 60
+# Work, in passes of one example through the default model: a training example through the
+# batched trainer (its forward, backward and optimizer step, which reads only the readout's
+# row) costs about one pass, the test set is measured after every epoch (one pass) and at the
+# end (4: the prediction and the ERASER probabilities, one model at a time).
+TRAIN_PASSES = 1
 FINAL_PASSES = 4
 
 
@@ -155,18 +155,16 @@ class Parameters(FigureParameters):
 
     def work(self) -> Work:
         """Passes of one example through the default model: per (condition, seed), every
-        epoch trains on the training examples (:data:`TRAIN_PASSES` each, plus
-        :data:`STEP_PASSES` per optimizer step) and measures the test examples once; at the
-        end each test example takes :data:`FINAL_PASSES`. The examples are counted from the
-        built corpus's record (80% train by default), or from ``example_limit``; a larger model
-        counts as ``d_model * (1 + d_model / 64)`` per position."""
+        epoch trains on the training examples (:data:`TRAIN_PASSES` each) and measures the
+        test examples once; at the end each test example takes :data:`FINAL_PASSES`. The
+        examples are counted from the built corpus's record (80% train by default), or from
+        ``example_limit``; a larger model counts as ``d_model * (1 + d_model / 64)`` per
+        position."""
         examples = self.example_limit or _corpus_examples(self.agreement_tsv)
         train = examples * self.train_fraction
         test = examples - train
         size = self.d_model * (1 + self.d_model / 64) / (32 * 1.5)
-        steps = math.ceil(train / self.batch_size)
-        per_run = (self.epochs * (TRAIN_PASSES * train + test) + FINAL_PASSES * test) * size \
-            + self.epochs * steps * STEP_PASSES
+        per_run = (self.epochs * (TRAIN_PASSES * train + test) + FINAL_PASSES * test) * size
         return Work(len(self.seeds) * len(self.conditions) * per_run,
                     "example passes", "of the default model")
 
@@ -361,31 +359,45 @@ def setup(p: Parameters, condition: str, seed: int):
     return agreement_setup(p, condition, seed, trim_padding=True)
 
 
-def train_one(p: Parameters, prepared: Prepared, condition: str, seed: int) -> dict:
-    """Train one model and measure it, on the pinned number of torch threads as in a worker
-    process (the rounding of a run then does not depend on where it ran)."""
-    return on_pinned_threads(_train_one, p, prepared, condition, seed)
+def train(p: Parameters, prepared: Prepared) -> list[dict]:
+    """Every run (:func:`runs`: condition and seed), measured: each worker's share of the
+    runs trained as one stack (:func:`qkov.language.batched.train_classifiers`, the
+    per-model loop's numbers to float64 rounding at a tenth of its time or less), on the
+    pinned number of torch threads, so a run's rounding does not depend on where it ran."""
+    return comparison.in_stacks(train_stack, (p, prepared), runs(p), p.workers)
 
 
-def _train_one(p: Parameters, prepared: Prepared, condition: str, seed: int) -> dict:
-    model = Decoder(prepared.config, generator=init_generator(seed)).to(DTYPES[p.dtype])
-    test = prepared.test
+def train_stack(p: Parameters, prepared: Prepared, share: list[tuple[str, int]]) -> list[dict]:
+    """Train the runs ``share`` ((condition, seed) each) together, then measure each."""
+    models = [Decoder(prepared.config, generator=init_generator(seed)).to(DTYPES[p.dtype])
+              for _, seed in share]
     with_attractor = torch.from_numpy(prepared.test_attractors > 0)
 
-    def measure(model):
-        """After every epoch: test accuracy without and with attractors."""
+    def measure(stack, trained):
+        """After every epoch: each run's test accuracy without and with attractors."""
         right = []
-        for chunk in test.batches(512):
+        for chunk in prepared.test.batches(512):
             chunk = chunk.trimmed()
-            right.append(model(chunk.tokens, chunk.attention_mask).logits.argmax(-1) == chunk.labels)
-        right = torch.cat(right)
-        return [float(right[~with_attractor].double().mean()),
-                float(right[with_attractor].double().mean()) if with_attractor.any() else math.nan]
+            logits, _, _ = stack.readout(chunk.tokens, chunk.attention_mask)
+            right.append(logits.argmax(-1) == chunk.labels)
+        right = torch.cat(right, dim=1)
+        return [{"accuracy": [float(r[~with_attractor].double().mean()),
+                              float(r[with_attractor].double().mean())
+                              if with_attractor.any() else math.nan]} for r in right]
 
-    history = train_classifier(model, prepared.train, setup(p, condition, seed), device="cpu",
-                               eval_fn=measure, progress=p.progress,
-                               desc=f"{condition}, seed {seed}", position=bar_position(p.workers))
-    measured = pipelines.evaluate_classifier(model, test, p.eraser_fraction)
+    names = ", ".join(f"{condition} {seed}" for condition, seed in share)
+    histories = train_classifiers(models, prepared.train,
+                                  [setup(p, condition, seed) for condition, seed in share],
+                                  evaluate=measure, progress=p.progress, desc=names,
+                                  position=bar_position(p.workers))
+    return [result(p, prepared, condition, seed, model, history)
+            for (condition, seed), model, history in zip(share, models, histories)]
+
+
+def result(p: Parameters, prepared: Prepared, condition: str, seed: int, model: Decoder,
+           history) -> dict:
+    """One trained run's result: its curves and its measures per attractor count."""
+    measured = pipelines.evaluate_classifier(model, prepared.test, p.eraser_fraction)
     evaluation = {}
     for a in range(MAX_ATTRACTORS + 1):
         picked = prepared.test_attractors == a
@@ -396,16 +408,17 @@ def _train_one(p: Parameters, prepared: Prepared, condition: str, seed: int) -> 
                                            for m in ATTENTION_METHODS},
                              "comprehensiveness": measured["comprehensiveness"][picked],
                              "sufficiency": measured["sufficiency"][picked]}
+    accuracy = [e["accuracy"] for e in history.evaluations]
     return {"variant": comparison.DEFAULT, "condition": condition, "seed": seed,
             # [epochs, 2]: test accuracy without, with attractors
-            "loss": history.loss, "accuracy_by_epoch": np.array(history.eval, dtype=float),
+            "loss": history.loss, "accuracy_by_epoch": np.array(accuracy, dtype=float),
             "overall_accuracy": float(measured["correct"].mean()),
             "evaluation": evaluation}
 
 
-def runs(p: Parameters, prepared: Prepared) -> list[tuple]:
-    """The runs, as :func:`train_one`'s arguments: every condition and seed."""
-    return [(p, prepared, condition, seed) for condition in p.conditions for seed in p.seeds]
+def runs(p: Parameters) -> list[tuple[str, int]]:
+    """The runs: every condition and seed."""
+    return [(condition, seed) for condition in p.conditions for seed in p.seeds]
 
 
 # --- tables -----------------------------------------------------------------------------------
@@ -534,7 +547,7 @@ def plot(records, maps, results):
     return fig
 
 
-__all__ = ["SPEC", "Parameters", "prepare", "runs", "train_one", "rows", "summary_table", "comparison_table",
+__all__ = ["SPEC", "Parameters", "prepare", "runs", "train", "rows", "summary_table", "comparison_table",
            "attractor_table", "heatmaps", "heatmap_cells", "plot", "SUMMARY_COLUMNS",
            "COMPARISON_COLUMNS", "ATTRACTOR_COLUMNS", "count_rows", "COUNT_COLUMNS", "curve_rows",
            "CURVE_COLUMNS", "overall_accuracy"]

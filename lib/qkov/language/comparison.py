@@ -21,6 +21,7 @@ import torch
 from .. import pinned_threads
 from ..checks import ParameterError
 from ..plotting import HEATMAP_CMAP, heatmap_text_color
+from ..processes import map_in_processes
 from ..stats import interval_text, records_interval, seed_interval
 from .metrics import ATTENTION_METHODS, attention_probability_heatmap
 from .train import ALL_FASTER, FASTER_QK, FASTER_QK_ONLY, MATCHED, SLOW_OV, TrainingSetup
@@ -92,6 +93,25 @@ def bar_position(workers: int) -> int:
     process."""
     identity = multiprocessing.current_process()._identity
     return (identity[0] - 1) % workers if identity else 0
+
+
+def in_stacks(train_stack, common: tuple, runs: list, workers: int) -> list:
+    """``train_stack(*common, share)`` on each worker's share of ``runs`` (every
+    ``workers``-th run), the shares on ``workers`` processes at once; the results, one per
+    run, in the order of ``runs``. A share trains as one stack (qkov.language.batched), whose
+    runs' numbers do not depend on the others in it, so the results do not depend on
+    ``workers``."""
+    shares = [share for share in (runs[w::workers] for w in range(workers)) if share]
+    found = map_in_processes(on_pinned_threads, [(train_stack, *common, share) for share in shares],
+                             len(shares))
+    ordered = [None] * len(runs)
+    for w, results in enumerate(found):
+        if len(results) != len(shares[w]):
+            raise RuntimeError(f"train_stack returned {len(results)} results for "
+                               f"{len(shares[w])} runs")
+        for k, result in enumerate(results):
+            ordered[w + k * workers] = result
+    return ordered
 
 
 def on_pinned_threads(function, *args):
