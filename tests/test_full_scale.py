@@ -10,22 +10,14 @@ import pytest
 from full_scale import ENVIRONMENTS, TRAINED, notebook_path, outputs_digest, record_path
 from qkov.figures import specs
 
-# The trained notebooks stored before the check existed and not checked at full scale yet
-# (issue 45): each needs `python tests/full_scale.py <id>`, then leaves this list. Only the
-# reduced runs of tests/test_perturbation.py cover them until then.
-NOT_YET_CHECKED = ("paper-fig2", "paper-fig3", "real-agreement")
-
 
 def test_the_trained_figures_are_the_ones_that_train():
-    assert set(TRAINED) <= set(specs()) and set(NOT_YET_CHECKED) < set(TRAINED)
+    assert set(TRAINED) <= set(specs())
 
 
 @pytest.mark.parametrize("figure_id", TRAINED)
 def test_a_stored_trained_notebook_has_a_full_scale_record_of_its_outputs(figure_id):
     path = record_path(figure_id)
-    if figure_id in NOT_YET_CHECKED and not path.is_file():
-        pytest.skip(f"{figure_id}: stored before the full-scale check; run "
-                    f"`python tests/full_scale.py {figure_id}` (issue 45)")
     assert path.is_file(), (f"{figure_id}: no full-scale record; run `.venv/bin/python "
                             f"tests/full_scale.py {figure_id}` before storing its notebook")
     record = json.loads(path.read_text())
