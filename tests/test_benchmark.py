@@ -33,3 +33,17 @@ def test_the_baseline_computes_the_library_model(parameterization):
     with torch.no_grad():
         ours = models.dense_logits(weights | {"b": torch.zeros(50)}, batch.inputs)[0]
         assert torch.allclose(model(torch.nn.functional.one_hot(batch.inputs, 50).float()), ours, atol=1e-5)
+
+
+def test_the_language_benchmark_runs_and_prints_its_ratios(capsys, tmp_path):
+    script = runpy.run_path(str(REPO / "benchmarks" / "language_speed.py"))
+    args = ["--steps", "2", "--loop-steps", "1", "--loop-runs", "2", "--rounds", "1",
+            "--workers", "1", "--models", "real-agreement"]
+    assert script["main"]([*args, "--output", str(tmp_path / "speed.json")]) == 0
+    r = json.loads((tmp_path / "speed.json").read_text())
+    assert capsys.readouterr().out.endswith(json.dumps(r, indent=2) + "\n")
+    (result,) = r["results"]
+    assert result["model"] == "real-agreement" and result["runs"] == 20
+    assert result["speedup"] == pytest.approx(result["batched_examples_per_s"]
+                                              / result["loop_examples_per_s"], rel=0.01)
+    assert 0 < result["bmm_fraction"] and result["mean_batch_width"] > 1

@@ -120,7 +120,22 @@ class AuthorYearStyle(AlphaStyle):  # _config.yml's bibtex_default_style: sorted
 register_plugin("pybtex.style.formatting", "qkov_author_year", AuthorYearStyle)
 
 
-RECORDS = {"trainer-speed": trainer_speed, "figure-times": figure_times, "test-run": test_run}
+def language_speed(srcdir: Path):
+    r = json.loads((srcdir / "benchmarks" / "results" / "language-speed.json").read_text())
+    rows = [[m["model"], f"{m['runs']} runs, {m['workers']} workers",
+             f"{m['loop_examples_per_s']:,.0f}", f"{m['batched_examples_per_s']:,.0f}",
+             f"{m['speedup']:.1f}x", f"{m['bmm_fraction']:.0%}"] for m in r["results"]]
+    data = "; ".join(f"{m['model']}: {m['data']}" for m in r["results"])
+    return (["model", "run set", "(a) per-model loop, examples/s", "(b) batched, examples/s",
+             "(b) / (a)", "(b)'s products vs bmm"], rows,
+            f"Measured on {r['date']} ({r['machine']}, torch {r['torch']}; {r['steps']} batches "
+            f"of each run for (b), {r['loop_steps']} of {r['loop_runs']} runs for (a); best of "
+            f"{r['rounds']} interleaved rounds). Data: {data}. `python "
+            "benchmarks/language_speed.py` prints this record.")
+
+
+RECORDS = {"trainer-speed": trainer_speed, "language-speed": language_speed,
+           "figure-times": figure_times, "test-run": test_run}
 
 
 class RecordDirective(SphinxDirective):  # as the measurement wrote it, or an error
@@ -128,7 +143,8 @@ class RecordDirective(SphinxDirective):  # as the measurement wrote it, or an er
 
     def run(self):
         kind = self.arguments[0]
-        for path in ["benchmarks/results/trainer-speed.json", "artifacts/test-run.json",
+        for path in ["benchmarks/results/trainer-speed.json",
+                     "benchmarks/results/language-speed.json", "artifacts/test-run.json",
                      *(default_dir(f, self.env.srcdir) / "summary.json" for f in specs())]:
             self.env.note_dependency(str(Path(self.env.srcdir, path)))
         try:
