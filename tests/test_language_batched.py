@@ -19,11 +19,13 @@ from qkov.seeding import init_generator
 ROUNDING = 1e-12
 
 
-def sentences(rows=150, width=14, vocabulary=40, classes=2, seed=0) -> TokenBatch:
+def sentences(rows=150, width=14, vocabulary=40, classes=2, seed=0, empty=0) -> TokenBatch:
     """Right-padded rows of 1..width real tokens (lengths vary, as real sentences'; a full
-    row is read at its last token), the label a function of the first token."""
+    row is read at its last token), the label a function of the first token; the first
+    ``empty`` rows have no token (their readout attends to itself)."""
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(1, width + 1, (rows,), generator=g)
+    lengths[:empty] = 0
     mask = torch.arange(width)[None] < lengths[:, None]
     tokens = torch.randint(1, vocabulary, (rows, width), generator=g) * mask
     return TokenBatch(tokens, mask, labels=tokens[:, 0] % classes)
@@ -131,7 +133,7 @@ def largest_difference(a: Decoder, b: Decoder) -> float:
 @pytest.mark.parametrize("case", CASES)
 def test_the_batched_trainer_gives_the_per_model_loops_numbers(case):
     config, readout, setups = CASES[case]
-    data = sentences(classes=config.n_classes)
+    data = sentences(classes=config.n_classes, empty=3 if readout == "first_pad" else 0)
     alone = models_for(config, len(setups))
     stacked = copy.deepcopy(alone)
 
