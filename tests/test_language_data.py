@@ -210,6 +210,7 @@ def test_agreement_rows_become_prefixes_labels_and_subject_positions(tmp_path):
     second = next(e for e in data.train + data.test if e.line == 3)
     assert second.words == ["the", "dogs", "near", "the", "cat"] and second.label == 1
     assert second.n_diff_intervening == 1
+    assert first.tags == ("DT", "NN") and second.tags == ("DT", "NNS", "IN", "DT", "NN")
     again = D.load_agreement(path, train_fraction=0.1, seed=1234)
     assert [e.line for e in again.train] == [e.line for e in data.train]  # seeded split
     other = D.load_agreement(path, train_fraction=0.1, seed=1235)
@@ -240,6 +241,12 @@ def test_a_ragged_or_wrong_agreement_row_is_named_by_its_line(tmp_path):
     rows[1]["verb"] = "barks"
     path = write_agreement(tmp_path / "agr.tsv", rows)
     assert "line 3: column 'verb': expected word" in error_of(D.load_agreement, path)
+
+    rows = agreement_rows()
+    rows[2]["pos_sentence"] = "DT NN"
+    path = write_agreement(tmp_path / "agr.tsv", rows)
+    assert "line 4: column 'pos_sentence': expected one tag per word of 'sentence' (" \
+        in error_of(D.load_agreement, path)
 
     path.write_text("sentence\tverb_pos\nthe dog\tVBZ\n")
     assert error_of(D.load_agreement, path).startswith(

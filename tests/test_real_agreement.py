@@ -77,6 +77,13 @@ def test_a_small_run_measures_every_condition_and_attractor_count(built):
     baseline = real_agreement.baseline_rows(prepared)
     assert sum(row["test_examples"] for row in baseline) == len(prepared.test)
     assert all(0.5 <= float(row["majority_accuracy"]) <= 1 for row in baseline)
+    # without an attractor the last common noun agrees with the subject, by the corpus's
+    # definition of an attractor; a uniform readout puts 1/words on the subject
+    assert baseline[0]["attractors"] == "0" and baseline[0]["last_noun_accuracy"] == "1.000"
+    lengths = prepared.test.lengths.numpy()[prepared.test_attractors == 0]
+    assert float(baseline[0]["uniform_attention"]) == pytest.approx(np.mean(1 / lengths), abs=5e-4)
+    assert glued["ra_vs_last_noun_verdict_matched"] in ("above it", "below it", "not resolved")
+
     left_out, shared = real_agreement.split_lines(prepared)
     assert left_out.startswith(f"left out: {prepared.too_long:,} examples")
     assert shared.startswith("test prefixes also in training")
@@ -116,3 +123,16 @@ def test_language_sva_reads_the_built_corpus_unchanged(built):
     prepared = language_sva.prepare(p)
     assert len(prepared.train) + len(prepared.test) + prepared.too_long == 800
     assert "test examples by attractors" in language_sva.describe(prepared)
+
+
+def test_the_last_noun_heuristic_reads_the_last_common_noun():
+    from qkov.language.data import AgreementExample
+
+    def example(tags):
+        return AgreementExample(2, ["w"] * len(tags), 0, 0, len(tags), 0, 0, tags=tuple(tags))
+
+    assert real_agreement.last_noun_number(example(["DT", "NNS", "IN", "NN", "RB"]), 1) == 0
+    assert real_agreement.last_noun_number(example(["NN", "IN", "NNS"]), 0) == 1
+    # a proper noun is no attractor in the corpus, and no evidence here
+    assert real_agreement.last_noun_number(example(["NNS", "IN", "NNP"]), 0) == 1
+    assert real_agreement.last_noun_number(example(["PRP", "RB"]), 1) == 1  # none: the fallback

@@ -63,7 +63,7 @@ from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..seeding import init_generator
 from ..spec import FigureSpec
-from ..stats import interval_text, seed_interval
+from ..stats import HIGHER, LOWER, NOT_RESOLVED, interval_text, paired_verdict, seed_interval
 
 SPEC = FigureSpec(id="real-agreement", reproduces=None, page="book/real-text",
                   tables=("heatmaps.csv", "curves.csv", "corpus.csv"), threads=2, dtype=None,
@@ -197,6 +197,7 @@ class Prepared:
     test_attractors: np.ndarray  # per test example: attractors, MAX_ATTRACTORS and more pooled
     too_long: int  # examples whose prefix does not fit max_length - 1: left out
     config: DecoderConfig
+    test_examples: list  # the test examples encoded in ``test``, in its order
 
 
 def encode(examples, tokenizer: Tokenizer, width: int) -> pipelines.TokenBatch:
@@ -230,7 +231,7 @@ def prepare(p: Parameters) -> Prepared:
                            n_classes=len(AGREEMENT_LABELS), pad_id=tokenizer.pad_id)
     attractors = np.minimum([e.n_diff_intervening for e in test], MAX_ATTRACTORS)
     return Prepared(path, data, tokenizer, encode(train, tokenizer, width),
-                    encode(test, tokenizer, width), attractors, too_long, config)
+                    encode(test, tokenizer, width), attractors, too_long, config, test)
 
 
 COUNT_COLUMNS = ("split", "addresses", "examples", *(f"attractors_{a}" for a in
@@ -332,22 +333,59 @@ def split_lines(prepared: Prepared) -> list[str]:
             f"({sum(e.n_diff_intervening > 0 for e in shared)} of them with attractors)"]
 
 
-BASELINE_COLUMNS = ("attractors", "test_examples", "singular_share", "majority_accuracy")
+BASELINE_COLUMNS = ("attractors", "test_examples", "singular_share", "majority_accuracy",
+                    "last_noun_accuracy", "uniform_attention")
+# A common noun's number by its Penn Treebank tag, as the labels' classes (0 singular, 1
+# plural): the nouns the corpus counts subjects and attractors by (qkov.language.corpus).
+# Proper nouns are left out as the corpus leaves them out: with them the heuristic would miss
+# 3% of the examples without attractors ("members of congress are").
+NOUN_NUMBER = {"NN": 0, "NNS": 1}
+
+
+def last_noun_number(example, fallback: int) -> int:
+    """The last-noun heuristic, which needs no model: the number of the last common noun
+    before the verb (by the corpus's part-of-speech tags), ``fallback`` where there is none.
+    Where no attractor stands between subject and verb, that noun is the subject or agrees
+    with it, so the heuristic is right there by the corpus's own definition of an attractor;
+    where one does, it follows the nearest attractor."""
+    for tag in reversed(example.tags):
+        if tag in NOUN_NUMBER:
+            return NOUN_NUMBER[tag]
+    return fallback
 
 
 def baseline_rows(prepared: Prepared) -> list[dict]:
-    """Per attractor count (3 and more pooled): the test examples, the share of singular
-    verbs, and the accuracy of always answering the majority number, which is where
-    chance lies for that count (the label mix shifts with the attractors)."""
+    """Per attractor count (3 and more pooled), what needs no trained model: the test
+    examples, the share of singular verbs, the accuracy of always answering the majority
+    number (where chance lies for that count: the label mix shifts with the attractors), of
+    the last-noun heuristic (:func:`last_noun_number`; the training set's majority where a
+    prefix has no noun), and the attention on the subject of a readout that attends
+    uniformly to the words it reads (one over their number)."""
     labels = prepared.test.labels.numpy()
+    heuristic = last_noun_accuracy(prepared)
+    uniform = 1.0 / prepared.test.lengths.double().numpy()
     out = []
     for a in sorted(set(prepared.test_attractors.tolist())):
         picked = prepared.test_attractors == a
         singular = float(np.mean(labels[picked] == 0))
         out.append({"attractors": f"{a}+" if a == MAX_ATTRACTORS else str(a),
                     "test_examples": int(picked.sum()), "singular_share": f"{singular:.3f}",
-                    "majority_accuracy": f"{max(singular, 1 - singular):.3f}"})
+                    "majority_accuracy": f"{max(singular, 1 - singular):.3f}",
+                    "last_noun_accuracy": f"{heuristic[picked].mean():.3f}",
+                    "uniform_attention": f"{uniform[picked].mean():.3f}"})
     return out
+
+
+def last_noun_accuracy(prepared: Prepared) -> np.ndarray:
+    """Per test example (in the order of ``prepared.test``), 1 where the last-noun heuristic
+    gives its verb's number."""
+    train = prepared.train.labels.numpy()
+    majority = int(np.mean(train == 1) > 0.5)
+    if not all(e.tags for e in prepared.test_examples):
+        raise ValueError(f"{prepared.path}: the last-noun baseline needs the corpus's "
+                         "part-of-speech tags (its pos_sentence column)")
+    guesses = np.array([last_noun_number(e, majority) for e in prepared.test_examples])
+    return (guesses == prepared.test.labels.numpy()).astype(float)
 
 
 # --- training --------------------------------------------------------------------------------
@@ -459,7 +497,11 @@ def glued(p: Parameters, prepared: Prepared, results: list[dict], records) -> di
            "ra_batch_size": str(p.batch_size), "ra_max_words": str(p.max_length - 1),
            "ra_too_long": f"{prepared.too_long:,}"}
     for row in baseline_rows(prepared):
-        out[f"ra_majority_{row['attractors'].rstrip('+')}"] = row["majority_accuracy"]
+        count = row["attractors"].rstrip("+")
+        out[f"ra_majority_{count}"] = row["majority_accuracy"]
+        out[f"ra_last_noun_{count}"] = row["last_noun_accuracy"]
+        out[f"ra_uniform_attention_{count}"] = row["uniform_attention"]
+    out.update(against_last_noun(prepared, results))
     shared, test = shared_prefixes(prepared)
     out["ra_test_prefixes_seen"] = f"{len(shared):,}"
     out["ra_test_prefixes_seen_attractors"] = str(sum(e.n_diff_intervening > 0 for e in shared))
@@ -496,6 +538,29 @@ def glued(p: Parameters, prepared: Prepared, results: list[dict], records) -> di
     for row in attractor_table(records):
         for measure in ATTRACTOR_COLUMNS[2:]:
             out[f"ra_{measure}_{row['attractors']}_{key(row['condition'])}"] = row[measure]
+    return out
+
+
+def against_last_noun(prepared: Prepared, results: list[dict]) -> dict[str, str]:
+    """On the test examples with attractors: the last-noun heuristic's accuracy, that of
+    always answering their majority number, and per condition whether its models beat the
+    heuristic - their accuracy there minus the heuristic's, per seed, and the verdict of its
+    95% interval ("above it", "below it" or "not resolved")."""
+    with_attractor = prepared.test_attractors > 0
+    heuristic = float(last_noun_accuracy(prepared)[with_attractor].mean())
+    singular = float(np.mean(prepared.test.labels.numpy()[with_attractor] == 0))
+    majority = max(singular, 1 - singular)
+    out = {"ra_last_noun_with_attractors": f"{heuristic:.3f}",
+           "ra_majority_with_attractors": f"{majority:.3f}",
+           "ra_last_noun_against_majority": "below" if heuristic < majority else "not below"}
+    words = {HIGHER: "above it", LOWER: "below it", NOT_RESOLVED: "not resolved"}
+    for condition in dict.fromkeys(r["condition"] for r in results):
+        gaps = [r["accuracy_by_epoch"][-1, 1] - heuristic for r in results
+                if r["condition"] == condition]
+        verdict, mean, half = paired_verdict(gaps)
+        key = condition.replace(" ", "_")
+        out[f"ra_vs_last_noun_{key}"] = interval_text(mean, half)
+        out[f"ra_vs_last_noun_verdict_{key}"] = words[verdict]
     return out
 
 

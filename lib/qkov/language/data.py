@@ -203,6 +203,8 @@ class AgreementExample:
     # The whole ``sentence``, verb included (the authors' notebooks feed the whole
     # sentence too, but the ``orig_sentence`` column, as word pieces)
     sentence: tuple[str, ...] = ()
+    # Part-of-speech tags of ``words`` (the ``pos_sentence`` column), where the file has them
+    tags: tuple[str, ...] = ()
 
 
 SPLITS_BY = ("example", "document")  # load_agreement's split: Linzen et al.'s, or by text
@@ -254,8 +256,13 @@ def agreement_example(path, line: int, row: dict[str, str]) -> AgreementExample:
     document = row.get("document")
     if document is not None and not document:
         raise DataError(path, where, "column 'document': expected the name of the text, got ''")
+    tags = tuple(row.get("pos_sentence", "").split())
+    if tags and len(tags) != len(sentence):
+        raise DataError(path, where, f"column 'pos_sentence': expected one tag per word of "
+                                     f"'sentence' ({len(sentence)}), got {len(tags)}")
     return AgreementExample(line, sentence[:verb - 1], AGREEMENT_LABELS.index(verb_pos),
-                            subj - 1, verb - 1, n_intervening, n_diff, document, tuple(sentence))
+                            subj - 1, verb - 1, n_intervening, n_diff, document, tuple(sentence),
+                            tags[:verb - 1])
 
 
 def load_agreement(path: str | Path, train_fraction: float = 0.1, seed: int = 1234,
