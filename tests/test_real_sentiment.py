@@ -57,6 +57,18 @@ def test_rationale_words_are_strong_lexicon_words_with_punctuation_stripped():
     assert marks == (True, False, True, False, True)
 
 
+def test_the_lexicon_reader_sums_the_valences_of_the_words_it_knows():
+    lexicon = ratings.parse_lexicon("lexicon", LEXICON)
+    assert ratings.lexicon_valence(["Good,", "really", "HORRIBLE!!"], lexicon) == \
+        pytest.approx(1.9 - 2.5)
+    assert ratings.lexicon_valence(["a", "film"], lexicon) == 0
+    data = ratings.load_ratings(files=files())
+    tweet = next(s for s in data.train + data.test if s.words == ("so", "good", "lol"))
+    assert tweet.valence == pytest.approx(1.9 + 1.0)  # the later "lol" entry
+    # the lexicon reader's class: the sign of the sum, neutral where no word is rated
+    assert [ratings.label_of(v, 0.0) for v in (-0.6, 0.0, 2.9)] == [0, 1, 2]
+
+
 def test_malformed_files_name_the_file_and_line():
     with pytest.raises(DataError, match=r"tweets_GroundTruth.txt: line 2: mean rating: expected a number"):
         ratings.parse_ground_truth("tweets_GroundTruth.txt", b"1\t0.5\tok\r\n2\tx\tbad")

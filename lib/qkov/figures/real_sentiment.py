@@ -262,16 +262,21 @@ BASELINE_COLUMNS = ("baseline", "value")
 
 
 def baseline_rows(prepared: Prepared) -> list[dict]:
-    """What the measures are worth without learning: the majority class's accuracy; on the
-    test sentences with a rationale, the attention a uniform reader puts on it (its share of
-    the tokens); and the size k of the hard rationale that token and IOU F1 score."""
+    """What the measures are worth without learning: the majority class's accuracy; that of a
+    reader that knows only the lexicon (positive where a sentence's summed VADER valences are
+    above 0, negative below, neutral at 0: no word rated); on the test sentences with a
+    rationale, the attention a uniform reader puts on it (its share of the tokens); and the
+    size k of the hard rationale that token and IOU F1 score."""
     labels = prepared.test.labels.numpy()
+    lexicon = np.array([ratings.label_of(s.valence, 0.0) for s in prepared.test_sentences])
     majority = np.bincount(labels, minlength=len(ratings.SENTIMENT_LABELS))
     marks, mask = prepared.test.rationale, prepared.test.attention_mask
     has = marks.any(1)
     share = (marks.sum(1)[has].double() / mask.sum(1)[has].double()).mean()
     return [{"baseline": f"accuracy of always answering {ratings.SENTIMENT_LABELS[majority.argmax()]}",
              "value": f"{majority.max() / majority.sum():.3f}"},
+            {"baseline": "accuracy of the lexicon alone (the sign of the summed valences)",
+             "value": f"{np.mean(lexicon == labels):.3f}"},
             {"baseline": "uniform attention on the rationale (its share of the tokens)",
              "value": f"{float(share):.3f}"},
             {"baseline": "hard rationale size k of token and IOU F1 (tokens)",
@@ -397,8 +402,9 @@ def glued(p: Parameters, prepared: Prepared, records) -> dict[str, str]:
             out["rs_test_with_rationale"] = row["with_rationale"]
             for label in ratings.SENTIMENT_LABELS:
                 out[f"rs_test_{label}"] = f"{row[label]:,}"
-    majority, uniform, k = (row["value"] for row in baseline_rows(prepared))
-    out.update({"rs_majority": majority, "rs_uniform_attention": uniform, "rs_k": k})
+    majority, lexicon, uniform, k = (row["value"] for row in baseline_rows(prepared))
+    out.update({"rs_majority": majority, "rs_lexicon_accuracy": lexicon,
+                "rs_uniform_attention": uniform, "rs_k": k})
     for row in summary_table(records):
         for m in SUMMARY_COLUMNS[1:]:
             out[f"rs_{m}_{key(row['condition'])}"] = row[m]
@@ -471,8 +477,8 @@ def plot(records, maps, baselines: dict):
 
 
 def plot_baselines(prepared: Prepared) -> dict:
-    rows_ = baseline_rows(prepared)
-    return {"majority": float(rows_[0]["value"]), "uniform": float(rows_[1]["value"])}
+    majority, _, uniform, _ = (float(row["value"]) for row in baseline_rows(prepared))
+    return {"majority": majority, "uniform": uniform}
 
 
 __all__ = ["SPEC", "Parameters", "prepare", "runs", "train", "rows", "summary_table", "gap_table",

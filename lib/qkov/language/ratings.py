@@ -50,6 +50,7 @@ class RatedSentence:
     label: int  # index into SENTIMENT_LABELS
     words: tuple[str, ...]  # the sentence split on whitespace
     rationale: tuple[bool, ...]  # per word: a lexicon word of |valence| >= the threshold
+    valence: float = 0.0  # the lexicon's valences of its words, summed (lexicon_valence)
 
     @property
     def document(self) -> str:
@@ -126,6 +127,18 @@ def rationale_marks(words, strong: set[str]) -> tuple[bool, ...]:
                  for w in words)
 
 
+def lexicon_valence(words, lexicon: dict[str, float]) -> float:
+    """The summed valence of the words the lexicon rates, each looked up as
+    :func:`rationale_marks` looks it up (as written, lower-cased, stripped of punctuation)."""
+    total = 0.0
+    for w in words:
+        for form in (w, w.lower(), w.lower().strip(PUNCTUATION)):
+            if form in lexicon:
+                total += lexicon[form]
+                break
+    return total
+
+
 def read_archive(path: Path | None = None) -> dict[str, bytes]:
     """The lexicon's and the corpora's files (name -> bytes), read from the nested archive
     of the fetched package (or ``path``, an archive of the same layout)."""
@@ -160,7 +173,8 @@ def load_ratings(band: float = NEUTRAL_BAND, threshold: float = RATIONALE_VALENC
         for id_, mean, text in parse_ground_truth(name, files[name]):
             words = tuple(text.split())
             sentences.append(RatedSentence(corpus, id_, mean, label_of(mean, band), words,
-                                           rationale_marks(words, strong)))
+                                           rationale_marks(words, strong),
+                                           lexicon_valence(words, lexicon)))
         documents = sorted({s.document for s in sentences})
         rng.shuffle(documents)
         held_out = set(documents[round(train_fraction * len(documents)):])
