@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from qkov.language import agreement as A
-from qkov.processes import map_in_processes
 
 NUMBER = {w: k for pair in A.NOUNS for k, w in enumerate(pair)}
 VERB_NUMBER = {w: k for pair in A.VERBS for k, w in enumerate(pair)}
@@ -93,7 +92,7 @@ def test_the_figure_runs_end_to_end_at_a_tiny_size():
     p = la.Parameters(seeds=[1, 2], train_sentences=64, test_sentences=16, max_modifiers=2,
                       epochs=2, workers=1, conditions=["matched", "faster QK"],
                       rare_train_sentences=32)
-    results = map_in_processes(la.train_one, la.runs(p), p.workers)
+    results = la.train(p)
     everything = la.rows(results)
     assert len(everything) == 2 * 2 * 2 * 3  # variants x conditions x seeds x attractors 0..2
     assert all(tuple(r) == la.RECORD_COLUMNS for r in everything)  # rare-attractors.csv's header
@@ -259,7 +258,7 @@ def test_the_per_epoch_measurements_are_those_of_the_final_model():
     p = la.Parameters(seeds=[3], conditions=["matched"], train_sentences=96, test_sentences=60,
                       max_modifiers=3, epochs=2, workers=1, progress=False,
                       rare_attractors=False)
-    run = la.train_one(p, "matched", 3)
+    (run,) = la.train_group(p, la.DEFAULT, 3)
     tests = la.held_out_sets(p, 3)
     assert run["accuracy_by_epoch"].shape == (2, 4) and run["nearest_by_epoch"].shape == (2, 2)
     assert [run["evaluation"][a]["accuracy"] for a in sorted(tests)] == \
@@ -306,10 +305,8 @@ def test_a_run_does_not_depend_on_the_number_of_workers():
 
     kw = dict(seeds=[1, 2], train_sentences=256, test_sentences=64, max_modifiers=3, epochs=3,
               conditions=["matched", "faster QK"], rare_train_sentences=64)
-    p = language_agreement.Parameters(**kw)
-    runs = language_agreement.runs(p)
-    one, two = (language_agreement.rows(map_in_processes(language_agreement.train_one, runs, w))
-                for w in (1, 2))
+    one, two = (language_agreement.rows(language_agreement.train(
+        language_agreement.Parameters(**kw, workers=w))) for w in (1, 2))
     assert one == two
 
 

@@ -25,7 +25,7 @@ conditions can differ in it.
 
 :class:`Parameters` are the notebook's (with the run's :meth:`~Parameters.work`, which
 bounds its time before it starts, and size bounds, which keep a typo from filling the
-memory); :func:`runs` are every (variant, condition, seed), :func:`train_one` trains one;
+memory); :func:`runs` are every (variant, condition, seed), :func:`train` trains them all;
 :func:`rows` are the records (:func:`of_variant` picks one variant's: the default
 variant's are stored as ``data.csv``, the harder one's as ``rare-attractors.csv``),
 :func:`summary_table` / :func:`attractor_table` / :func:`nearest_noun_table` the printed
@@ -34,7 +34,6 @@ tables, :func:`plot` and :func:`plot_rare` the drawings.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +43,7 @@ from matplotlib.ticker import MaxNLocator
 from ..checks import ParameterError, boolean, integer, number, seed_list
 from ..cost import Work
 from ..language import agreement
+from ..language.batched import train_classifiers
 from ..language.comparison import (  # noqa: F401  (the notebook and tests read them from here)
     ATTRACTOR_COLUMNS,
     COLORS,
@@ -87,12 +87,10 @@ from ..language.metrics import (
     rationale_attention_mass,
 )
 from ..language.models import Decoder, DecoderConfig
-from ..language.train import (
-    TrainingSetup,
-    train_classifier,
-)
+from ..language.train import TrainingSetup
 from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
+from ..processes import map_in_processes
 from ..seeding import derived_seed, init_generator
 from ..spec import Drawing, FigureSpec
 from ..stats import interval_text, seed_interval
@@ -115,7 +113,8 @@ SPEC = FigureSpec(id="language-agreement", reproduces=None, page="book/language"
                       "line per learning-rate condition, for models trained on sentences in which "
                       "attractors are rare: held-out accuracy (left) and attention on the subject "
                       "(right), mean over seeds with 95% intervals.")),),
-    rates={"sentence passes": 70_000})
+    # measured: the default run took 31 s on 2 cores of an AMD EPYC (2026-12-07)
+    rates={"sentence passes": 90_000})
 
 # The variants every (condition, seed) trains on: the default one, and one in which the
 # training sentences rarely hold an attractor (Parameters.rare_*). Both are measured on the
@@ -138,13 +137,12 @@ MAX_TEST_SENTENCES = 100_000  # per attractor count
 MAX_ATTENTION_GB = 8.0
 
 # The work of a run, in forward passes of one sentence through the default model (see
-# Parameters.work): a training sentence is a forward and a backward pass, about 3 forward
-# ones; every optimizer step adds a fixed cost (optimizer, clipping, schedule: on a CPU at the
-# default size about as long as STEP_PASSES sentence passes); the final measurement of a
-# held-out sentence is 4 passes (the prediction and the ERASER probabilities: full, without
-# and with only the top tokens).
-TRAIN_PASSES = 3
-STEP_PASSES = 60
+# Parameters.work): a training sentence through the batched trainer (its forward, backward
+# and optimizer step, which reads only the readout's row, shared by the seed's stack) costs
+# about one pass; the final measurement of a held-out sentence is 4 passes (the prediction
+# and the ERASER probabilities: full, without and with only the top tokens), one model at a
+# time.
+TRAIN_PASSES = 1
 FINAL_PASSES = 4
 
 
@@ -223,8 +221,8 @@ class Parameters(FigureParameters):
 
     def work(self) -> Work:
         """Forward passes of one sentence through the default-size model that the run asks
-        for: per (condition, seed), every epoch trains on ``train_sentences`` (forward and
-        backward, :data:`TRAIN_PASSES`; each optimizer step adds :data:`STEP_PASSES`) and
+        for: per (condition, seed), every epoch trains on ``train_sentences``
+        (:data:`TRAIN_PASSES` each) and
         measures the accuracy on ``max_modifiers + 1`` held-out sets of ``test_sentences``
         (one pass each; the split of the one-attractor set by its nearest noun reuses that
         pass); at the end each held-out sentence is measured in :data:`FINAL_PASSES`
@@ -232,19 +230,18 @@ class Parameters(FigureParameters):
         ``rare_train_sentences`` for as many epochs, without the measurement after every
         epoch, and is measured at the end as the default variant. A pass through a larger
         model counts more: per position
-        and layer as ``d_model + n_heads * positions + d_model**2 / 64``, which follows the
-        time of a run on a CPU to within about a factor 2 (timed one run at a time, changing
-        one of batch_size 8-2000, d_model 32-256, n_heads 2-8, n_layers 1-4, max_modifiers
-        3-10, test_sentences 500-2000). The estimate in minutes counts ``workers``
-        (:mod:`qkov.cost`)."""
+        and layer as ``d_model + n_heads * positions + d_model**2 / 64``, which followed the
+        time of a run of the per-model loop on a CPU to within about a factor 2 (timed one
+        run at a time, changing one of batch_size 8-2000, d_model 32-256, n_heads 2-8,
+        n_layers 1-4, max_modifiers 3-10, test_sentences 500-2000); the rate is the batched
+        trainer's at the default size, and that scaling has not been timed again for it.
+        The estimate in minutes counts ``workers`` (:mod:`qkov.cost`)."""
         held_out = (self.max_modifiers + 1) * self.test_sentences
         size = pass_size(self) / pass_size(type(self).defaults())
 
         def run(sentences: int, measured_per_epoch: bool) -> float:
-            steps = math.ceil(sentences / self.batch_size)
             per_epoch = TRAIN_PASSES * sentences + (held_out if measured_per_epoch else 0)
-            return ((self.epochs * per_epoch + FINAL_PASSES * held_out) * size
-                    + self.epochs * steps * STEP_PASSES)
+            return (self.epochs * per_epoch + FINAL_PASSES * held_out) * size
 
         per_run = run(self.train_sentences, True) \
             + (run(self.rare_train_sentences, False) if self.rare_attractors else 0)
@@ -323,11 +320,18 @@ def subset_accuracy(right: torch.Tensor, subset: torch.Tensor) -> float:
     return float(right[subset].double().mean()) if subset.any() else float("nan")
 
 
-def train_one(p: Parameters, condition: str, seed: int, variant: str = DEFAULT) -> dict:
-    """Train one model and measure it on every held-out set, on the pinned number of torch
-    threads as in a worker process (the float rounding of a run then does not depend on
-    where it ran)."""
-    return on_pinned_threads(_train_one, p, condition, seed, variant)
+def train(p: Parameters) -> list[dict]:
+    """Every run of :func:`runs`, measured, in the order of :func:`runs`. The conditions of
+    one seed (and variant) read the same sentences, so they train as one stack
+    (:func:`qkov.language.batched.train_classifiers`, the per-model loop's numbers to float64
+    rounding); the stacks run on ``p.workers`` processes, on the pinned number of torch
+    threads, and a run's numbers do not depend on how they are split."""
+    groups = list(dict.fromkeys((variant, seed) for _, _, seed, variant in runs(p)))
+    found = map_in_processes(on_pinned_threads,
+                             [(train_group, p, variant, seed) for variant, seed in groups],
+                             p.workers)
+    by_run = {(r["variant"], r["condition"], r["seed"]): r for group in found for r in group}
+    return [by_run[(variant, condition, seed)] for _, condition, seed, variant in runs(p)]
 
 
 def training_sentences(p: Parameters, seed: int, variant: str) -> agreement.AgreementData:
@@ -342,44 +346,55 @@ def training_sentences(p: Parameters, seed: int, variant: str) -> agreement.Agre
                               attractor_prob=prob)
 
 
-def _train_one(p: Parameters, condition: str, seed: int, variant: str) -> dict:
+def train_group(p: Parameters, variant: str, seed: int) -> list[dict]:
+    """Every condition of one seed and variant, trained together on the seed's sentences,
+    then measured on every held-out set."""
     data = training_sentences(p, seed, variant)
     # Initialised in float32 and then converted: both dtypes start from the same weights.
     # Training runs in float64 by default: at the faster QK rates float32 rounding is
     # amplified until the printed digits depend on the CPU (the book's reproducibility page).
-    model = Decoder(model_config(p), generator=init_generator(seed)).to(DTYPES[p.dtype])
+    models = [Decoder(model_config(p), generator=init_generator(seed)).to(DTYPES[p.dtype])
+              for _ in p.conditions]
     tests = held_out_sets(p, seed)
     one = tests[1]  # max_modifiers modifiers, one of them an attractor
     nearest = nearest_attractor(one)
 
-    def measure(model):
-        """After every epoch: the accuracy on each held-out set, then on the one-attractor
-        sentences whose attractor is the nearest noun and on the others."""
-        logits = {a: model(t.tokens, t.attention_mask).logits for a, t in tests.items()}
-        right = logits[1].argmax(-1) == one.labels
-        return [accuracy(logits[a], t.labels) for a, t in tests.items()] + \
-            [subset_accuracy(right, nearest), subset_accuracy(right, ~nearest)]
+    def measure(stack, trained):
+        """After every epoch, per run: the accuracy on each held-out set, then on the
+        one-attractor sentences whose attractor is the nearest noun and on the others."""
+        logits = {a: stack.readout(t.tokens, t.attention_mask)[0]
+                  for a, t in tests.items()}
+        found = []
+        for run in range(len(trained)):
+            right = logits[1][run].argmax(-1) == one.labels
+            found.append({"accuracy": [accuracy(logits[a][run], t.labels) for a, t in tests.items()]
+                          + [subset_accuracy(right, nearest), subset_accuracy(right, ~nearest)]})
+        return found
 
     # The harder variant is measured at the end only (the run's cost, Parameters.work).
-    history = train_classifier(model, data, setup(p, condition, seed), device="cpu",
-                               eval_fn=measure if variant == DEFAULT else None,
-                               progress=p.progress,
-                               desc=f"{condition}, seed {seed}" + (
-                                   "" if variant == DEFAULT else f", {variant}"),
-                               position=bar_position(p.workers))
-    by_epoch = np.array(history.eval, dtype=float).reshape(len(history.eval), len(tests) + 2)
-    return {"variant": variant, "condition": condition, "seed": seed, "loss": history.loss,
+    histories = train_classifiers(
+        models, data, [setup(p, condition, seed) for condition in p.conditions],
+        evaluate=measure if variant == DEFAULT else None, progress=p.progress,
+        desc=f"seed {seed}" + ("" if variant == DEFAULT else f", {variant}"),
+        position=bar_position(p.workers))
+    results = []
+    for condition, model, history in zip(p.conditions, models, histories):
+        evaluations = [e["accuracy"] for e in history.evaluations]
+        by_epoch = np.array(evaluations, dtype=float).reshape(len(evaluations), len(tests) + 2)
+        results.append({
+            "variant": variant, "condition": condition, "seed": seed, "loss": history.loss,
             "accuracy_by_epoch": by_epoch[:, :len(tests)],  # [epochs, attractor counts]
             # [epochs, 2]: one-attractor sentences, attractor nearest / elsewhere
             "nearest_by_epoch": by_epoch[:, len(tests):],
             "nearest_sentences": (int(nearest.sum()), int((~nearest).sum())),
             "evaluation": {a: evaluate(model, test, p.eraser_fraction)
-                           for a, test in tests.items()}}
+                           for a, test in tests.items()}})
+    return results
 
 
 def runs(p: Parameters) -> list[tuple]:
-    """The runs, as :func:`train_one`'s arguments: every condition and seed of the default
-    variant, then, with ``rare_attractors``, of the harder one."""
+    """The runs, (parameters, condition, seed, variant) each: every condition and seed of the
+    default variant, then, with ``rare_attractors``, of the harder one."""
     variants = VARIANTS if p.rare_attractors else (DEFAULT,)
     return [(p, condition, seed, variant) for variant in variants
             for condition in p.conditions for seed in p.seeds]
