@@ -1,8 +1,8 @@
 """The language figures' training shows progress, and a run's cost is told and bounded
 before it starts.
 
-language-agreement trains in worker processes; each (condition, seed) shows a tqdm bar of
-its steps on stderr (one line per worker), and the bar changes nothing: the results are the
+language-agreement trains in worker processes; each seed's stack of conditions shows a tqdm
+bar of its steps on stderr (one line per worker), and the bar changes nothing: the results are the
 same, to the bit, with it and without. Its ``Parameters.work`` counts the run, so a typo
 such as ``-p epochs 100000`` is refused before any work unless ``allow_long``; sizes that
 would fill the memory before the first step are refused whatever ``allow_long`` says. The
@@ -18,7 +18,6 @@ import torch
 from qkov.checks import ParameterError
 from qkov.cost import CEILING_MINUTES
 from qkov.figures import language_agreement as la
-from qkov.processes import map_in_processes
 
 TINY = {"seeds": [1, 2], "conditions": ["matched", "faster QK"], "train_sentences": 48,
         "test_sentences": 8, "max_modifiers": 2, "epochs": 2, "batch_size": 16,
@@ -38,19 +37,14 @@ def same(a, b) -> bool:
     return type(a) is type(b) and (a == b or (a != a and b != b))
 
 
-def train(p):
-    return map_in_processes(la.train_one, la.runs(p), p.workers)
-
-
 def test_training_shows_a_bar_per_run_on_stderr_and_the_same_results_without(capfd):
-    shown = train(la.Parameters(**TINY, progress=True))
+    shown = la.train(la.Parameters(**TINY, progress=True))
     err = capfd.readouterr().err
-    for condition in TINY["conditions"]:
-        for seed in TINY["seeds"]:
-            assert f"{condition}, seed {seed}:" in err, err  # written by the worker processes
+    for seed in TINY["seeds"]:
+        assert f"seed {seed}:" in err, err  # written by the worker processes
     assert re.search(r"\d+%\|.*\| \d+/6 \[", err), err  # 2 epochs x 3 steps of 16 sentences
 
-    hidden = train(la.Parameters(**TINY, progress=False))
+    hidden = la.train(la.Parameters(**TINY, progress=False))
     err = capfd.readouterr().err
     assert "seed 1:" not in err and "%|" not in err, err
     assert same(shown, hidden)
@@ -67,16 +61,15 @@ def test_the_bar_has_a_line_per_worker_process():
 
 def test_the_default_run_is_accepted_with_its_estimate_and_a_typo_in_epochs_is_refused():
     p = la.Parameters()
-    assert p.cost().startswith("work: 7,340,000 sentence passes (of the default model); "
-                               "about 1.7 min on 2 cores")
+    assert p.cost().startswith("work: 2,996,000 sentence passes (of the default model); "
+                               "about 0.55 min on 2 cores")
     with pytest.raises(ParameterError, match="^parameter 'allow_long': work: .*above the "
                        f"ceiling of {CEILING_MINUTES:g} min.*-p allow_long True"):
-        la.Parameters(epochs=100000)  # ~4,800 x the default
+        la.Parameters(epochs=100000)  # ~4,300 x the default
     long = la.Parameters(epochs=100000, allow_long=True)
     assert long.work().amount > 1000 * p.work().amount
-    # four times the epochs: about four times the work (the final measurement is once)
-    assert la.Parameters(epochs=80).work().amount == pytest.approx(4 * p.work().amount,
-                                                                   rel=0.05)
+    # four times the epochs: less than four times the work (the final measurement is once)
+    assert 3 * p.work().amount < la.Parameters(epochs=80).work().amount < 4 * p.work().amount
 
 
 def test_the_work_counts_what_the_run_computes():
@@ -87,8 +80,8 @@ def test_the_work_counts_what_the_run_computes():
     alone = la.Parameters(rare_attractors=False).work().amount
     assert 0.3 * alone < base - alone < 0.5 * alone
     assert la.Parameters(rare_train_sentences=2000).work().amount > base
-    # Smaller batches: more steps, each with a fixed cost, over the same sentences.
-    assert la.Parameters(batch_size=8).work().amount > 2 * base
+    # Smaller batches: more steps, each with a small fixed cost, over the same sentences.
+    assert la.Parameters(batch_size=8).work().amount > 1.15 * base
     assert la.Parameters(batch_size=2000).work().amount < base
     # A wider, deeper model or longer sentences: a pass costs more.
     for kw in ({"d_model": 128}, {"n_layers": 2}, {"n_heads": 8}, {"max_modifiers": 6},

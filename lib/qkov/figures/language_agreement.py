@@ -34,6 +34,7 @@ tables, :func:`plot` and :func:`plot_rare` the drawings.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -139,10 +140,13 @@ MAX_ATTENTION_GB = 8.0
 # The work of a run, in forward passes of one sentence through the default model (see
 # Parameters.work): a training sentence through the batched trainer (its forward, backward
 # and optimizer step, which reads only the readout's row, shared by the seed's stack) costs
-# about one pass; the final measurement of a held-out sentence is 4 passes (the prediction
+# about one pass; each optimizer step adds a small fixed cost per run (measured: 117 more
+# steps of a stack of the 5 conditions took 0.05 s, about STEP_PASSES sentence passes per
+# run and step); the final measurement of a held-out sentence is 4 passes (the prediction
 # and the ERASER probabilities: full, without and with only the top tokens), one model at a
 # time.
 TRAIN_PASSES = 1
+STEP_PASSES = 4
 FINAL_PASSES = 4
 
 
@@ -222,7 +226,7 @@ class Parameters(FigureParameters):
     def work(self) -> Work:
         """Forward passes of one sentence through the default-size model that the run asks
         for: per (condition, seed), every epoch trains on ``train_sentences``
-        (:data:`TRAIN_PASSES` each) and
+        (:data:`TRAIN_PASSES` each; each optimizer step adds :data:`STEP_PASSES`) and
         measures the accuracy on ``max_modifiers + 1`` held-out sets of ``test_sentences``
         (one pass each; the split of the one-attractor set by its nearest noun reuses that
         pass); at the end each held-out sentence is measured in :data:`FINAL_PASSES`
@@ -240,8 +244,10 @@ class Parameters(FigureParameters):
         size = pass_size(self) / pass_size(type(self).defaults())
 
         def run(sentences: int, measured_per_epoch: bool) -> float:
+            steps = math.ceil(sentences / self.batch_size)
             per_epoch = TRAIN_PASSES * sentences + (held_out if measured_per_epoch else 0)
-            return (self.epochs * per_epoch + FINAL_PASSES * held_out) * size
+            return ((self.epochs * per_epoch + FINAL_PASSES * held_out) * size
+                    + self.epochs * steps * STEP_PASSES)
 
         per_run = run(self.train_sentences, True) \
             + (run(self.rare_train_sentences, False) if self.rare_attractors else 0)
