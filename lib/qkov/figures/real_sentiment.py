@@ -20,6 +20,7 @@ vs-probability heatmap.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,13 +68,16 @@ SPEC = FigureSpec(id="real-sentiment", reproduces=None, page="book/real-text",
                        "rationale (x) and probability of the true class (y), each cell its "
                        "percentage."),
     # measured: the default run took 44 s on 2 cores of an AMD EPYC (2026-12-07)
-    rates={"sentence passes": 26_000})
+    rates={"sentence passes": 30_000})
 
 # Work, in passes of one sentence through the default model: a training sentence through the
-# batched trainer (its forward, backward and optimizer step, which reads only the readout's
-# row) costs about one pass; each test sentence is measured once at the end in FINAL_PASSES
-# (the prediction, the ERASER probabilities and plausibility, one model at a time).
+# batched trainer (its forward and backward, which read only the readout's row) costs about
+# one pass; each optimizer step adds a fixed cost per run, as long as STEP_PASSES sentences
+# (measured, ~0.8 ms: so a typo in batch_size shows in the estimate); each test sentence is
+# measured once at the end in FINAL_PASSES (the prediction, the ERASER probabilities and
+# plausibility, one model at a time).
 TRAIN_PASSES = 1
+STEP_PASSES = 15
 FINAL_PASSES = 4
 SENTENCES = 23_703  # in the four rated corpora
 
@@ -146,12 +150,15 @@ class Parameters(FigureParameters):
 
     def work(self) -> Work:
         """Passes of one sentence through the default model: per (condition, seed), every
-        epoch trains on the training sentences (:data:`TRAIN_PASSES` each); at the end each
-        test sentence takes :data:`FINAL_PASSES`. A larger model counts in proportion to its width and MLP."""
+        epoch trains on the training sentences (:data:`TRAIN_PASSES` each, plus
+        :data:`STEP_PASSES` per optimizer step); at the end each test sentence takes
+        :data:`FINAL_PASSES`. A larger model counts in proportion to its width and MLP."""
         train = SENTENCES * self.train_fraction
         test = SENTENCES - train
         size = self.d_model * (self.d_model + self.d_mlp / 2 + 32) / (32 * (32 + 32 + 32))
-        per_run = (self.epochs * TRAIN_PASSES * train + FINAL_PASSES * test) * size
+        steps = math.ceil(train / self.batch_size)
+        per_run = (self.epochs * TRAIN_PASSES * train + FINAL_PASSES * test) * size \
+            + self.epochs * steps * STEP_PASSES
         return Work(len(self.seeds) * len(self.conditions) * per_run,
                     "sentence passes", "of the default model")
 
