@@ -101,7 +101,7 @@ def run_notebook(figure_id: str, variables: dict, folder: Path):
     import nbformat
 
     from qkov.artifacts import ARTIFACTS_ENV, PIPELINE_ENV
-    from qkov.figures import specs
+    from qkov.figures import module, specs
     from qkov_tools.notebooks import strip
 
     root = folder / "artifacts"
@@ -113,8 +113,6 @@ def run_notebook(figure_id: str, variables: dict, folder: Path):
     output = folder / f"{figure_id}.ipynb"
     env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR")}
     env |= {PIPELINE_ENV: "1", ARTIFACTS_ENV: str(root), **variables}
-    from qkov.figures import module
-
     # progress bars off where a figure has them (stderr, never stored)
     quiet = ["-p", "progress", "False"] if "progress" in module(figure_id).Parameters.names() else []
     subprocess.run([sys.executable, "-m", "papermill", "--no-progress-bar", *quiet,

@@ -4,6 +4,7 @@ optimizer and option the language pipelines use, early stopping that stops and r
 and its refusals."""
 
 import copy
+from dataclasses import replace
 
 import pytest
 import torch
@@ -38,29 +39,10 @@ def setup(**changes) -> TrainingSetup:
 AGREEMENT = DecoderConfig(
     vocab_size=40, max_len=14, d_model=8, n_heads=2, d_head=4, d_mlp=0, n_classes=2
 )
-HATEXPLAIN = DecoderConfig(
-    vocab_size=40,
-    max_len=14,
-    d_model=8,
-    n_heads=2,
-    d_head=6,
-    d_mlp=16,
-    attention_bias=True,
-    mask_padding=False,
-    n_classes=3,
+HATEXPLAIN = replace(
+    AGREEMENT, d_head=6, d_mlp=16, attention_bias=True, mask_padding=False, n_classes=3
 )
-PRE_LN = DecoderConfig(
-    vocab_size=40,
-    max_len=14,
-    d_model=8,
-    n_heads=2,
-    d_head=4,
-    d_mlp=12,
-    n_layers=2,
-    layer_norm="pre",
-    mask_padding=False,
-    n_classes=2,
-)
+PRE_LN = replace(AGREEMENT, d_mlp=12, n_layers=2, layer_norm="pre", mask_padding=False)
 CASES = {
     # real-agreement's and real-sentiment's training: AdamW, cosine, clipping, each batch cut to
     # its longest row, the four conditions' rates, runs with their own seeds
@@ -306,10 +288,10 @@ def test_bad_input_is_refused_before_any_work_naming_what_is_wrong():
         Stopping(patience=0)
     with pytest.raises(ValueError, match="Stopping.mode"):
         Stopping(mode="lowest")
-    dropout = DecoderConfig(**{**AGREEMENT.__dict__, "dropout": 0.1})
+    dropout = replace(AGREEMENT, dropout=0.1)
     with pytest.raises(ValueError, match="DecoderConfig.dropout"):
         StackedClassifier.from_decoders(models_for(dropout, 1))
-    lm = DecoderConfig(**{**AGREEMENT.__dict__, "n_classes": None})
+    lm = replace(AGREEMENT, n_classes=None)
     with pytest.raises(ValueError, match="DecoderConfig.n_classes"):
         StackedClassifier.from_decoders(models_for(lm, 1))
     with pytest.raises(ValueError, match="evaluate: expected a list of one dict per active run"):

@@ -441,14 +441,15 @@ class StackedOptimizer:
         factor = self.schedule_at(self.step_count)
         self.step_count += 1
         groups: dict[tuple, list[tuple[str, int]]] = {}
+        adam, momentum = self.adam.tolist(), self.momentum.tolist()
         for name in weights:
             rates = (self.rates[name] * factor).tolist()
             decays = self.decays[name].tolist()
-            for row, adam in enumerate(self.adam.tolist()):
+            for row in range(len(adam)):
                 key = (
                     ("adamw", rates[row], decays[row])
-                    if adam
-                    else ("sgd", rates[row], decays[row], float(self.momentum[row]))
+                    if adam[row]
+                    else ("sgd", rates[row], decays[row], momentum[row])
                 )
                 groups.setdefault(key, []).append((name, row))
         for key, members in groups.items():
