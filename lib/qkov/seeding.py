@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-PURPOSES = {"data": 0, "init": 1, "eval": 2}
+PURPOSES = {"data": 0, "init": 1, "eval": 2, "split": 3}
 
 
 def derived_seed(seed: int, purpose: str) -> int:

@@ -319,21 +319,33 @@ def load_agreement(path: str | Path, train_fraction: float = 0.1, seed: int = 12
                                                        f"Python's csv writes it: {err}") from None
     if len(examples) < 2:
         raise DataError(path, None, f"expected at least 2 examples, got {len(examples)}")
+    return AgreementData(*split_examples(examples, train_fraction, seed, split_by, path))
+
+
+def split_examples(examples: list, fraction: float, seed: int, split_by: str,
+                   path: str | Path = "examples") -> tuple[list, list]:
+    """``examples`` split at random (seeded) into ``fraction`` of them and the rest, in the
+    order drawn. ``split_by="document"`` splits their texts (their ``document``) instead, so
+    that no text has examples on both sides; the fraction is then of the texts, and each
+    side keeps the examples' order. Each side gets at least one example (or text)."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction: expected a number in (0, 1), got {fraction!r}")
     if split_by == "document":
         documents = sorted({e.document for e in examples})
         if len(documents) < 2:
             raise DataError(path, None, f"split_by='document': expected at least 2 texts in "
                                         f"column 'document', got {len(documents)}")
         random.Random(seed).shuffle(documents)
-        n_train = min(max(1, round(train_fraction * len(documents))), len(documents) - 1)
-        training = set(documents[:n_train])
-        return AgreementData([e for e in examples if e.document in training],
-                             [e for e in examples if e.document not in training])
+        n_kept = min(max(1, round(fraction * len(documents))), len(documents) - 1)
+        kept = set(documents[:n_kept])
+        return ([e for e in examples if e.document in kept],
+                [e for e in examples if e.document not in kept])
+    if len(examples) < 2:
+        raise DataError(path, None, f"expected at least 2 examples to split, got {len(examples)}")
     order = list(range(len(examples)))
     random.Random(seed).shuffle(order)
-    n_train = min(max(1, round(train_fraction * len(examples))), len(examples) - 1)
-    return AgreementData([examples[i] for i in order[:n_train]],
-                         [examples[i] for i in order[n_train:]])
+    n_kept = min(max(1, round(fraction * len(examples))), len(examples) - 1)
+    return [examples[i] for i in order[:n_kept]], [examples[i] for i in order[n_kept:]]
 
 
 def _first_non_utf8(path: Path) -> tuple[str, str]:
