@@ -34,7 +34,8 @@ RUNS = {  # the notebooks' parameters
                         "sensitivity_init_scales": [0.1], "sensitivity_batch_sizes": [128]},
     "fig2-controls": {**FIG2, "qk_rates": [0.1]},
     "real-agreement": {"example_limit": 6000, "epochs": 2, "seeds": [7, 8],  # the addresses 1790-~1850
-                       "conditions": ["matched", "faster QK"]},
+                       "conditions": ["matched", "faster QK"], "rates": [3e-4],
+                       "d_model": 32, "n_heads": 2, "d_head": 16},  # its full scale: full_scale.py
     "real-sentiment": {"epochs": 1, "seeds": [7, 8], "conditions": ["matched", "faster QK"]},
 }
 

@@ -12,8 +12,9 @@ from qkov.checks import ParameterError
 from qkov.figures import real_agreement
 from qkov.language import corpus, sources
 
-SMALL = {"seeds": [1, 2], "conditions": ["matched", "faster QK"], "epochs": 1, "workers": 1,
-         "progress": False, "example_limit": 1500}
+SMALL = {"seeds": [1, 2], "conditions": ["matched", "faster QK", "all faster"], "epochs": 2,
+         "rates": [1e-4, 1e-3, 3e-3], "qk_multiplier": 30.0, "d_model": 16, "n_heads": 2,
+         "d_head": 8, "patience": 1, "workers": 1, "progress": False, "example_limit": 1500}
 
 
 @pytest.fixture(scope="module")
@@ -36,44 +37,82 @@ def test_bad_parameters_are_named():
         real_agreement.Parameters(split_by="address")
     with pytest.raises(ParameterError, match="conditions"):
         real_agreement.Parameters(conditions=["faster QK"])
-    with pytest.raises(ParameterError, match="n_heads"):
-        real_agreement.Parameters(d_model=30, n_heads=4)
+    with pytest.raises(ParameterError, match="rates.*item 1"):
+        real_agreement.Parameters(rates=[1e-4, 0.0])
+    with pytest.raises(ParameterError, match="rates.*increasing"):
+        real_agreement.Parameters(rates=[1e-3, 1e-4])
+    with pytest.raises(ParameterError, match="patience"):
+        real_agreement.Parameters(patience=0)
+    for share in (0, 1, 1.5):
+        with pytest.raises(ParameterError, match="validation_fraction"):
+            real_agreement.Parameters(validation_fraction=share)
+    with pytest.raises(ParameterError, match="matched_losses.*decreasing"):
+        real_agreement.Parameters(matched_losses=[0.3, 0.4])
+    with pytest.raises(ParameterError, match="seeds.*at least 2"):
+        real_agreement.Parameters(seeds=[1])
     with pytest.raises(ParameterError, match="agreement_tsv.*does not exist"):
         real_agreement.Parameters(agreement_tsv="/no/such/file.tsv")
 
 
 def test_the_split_holds_out_whole_addresses(built):
     prepared = real_agreement.prepare(real_agreement.Parameters(**SMALL))
-    train = {e.document for e in prepared.data.train}
-    test = {e.document for e in prepared.data.test}
-    assert train and test and not train & test
+    train = {e.document for e in prepared.train_examples}
+    validation = {e.document for e in prepared.validation_examples}
+    test = {e.document for e in prepared.test_examples}
+    assert train and validation and test
+    assert not train & test and not train & validation and not validation & test
     counts = {row["split"]: row for row in real_agreement.count_rows(prepared)}
     assert counts["train"]["examples"] == len(prepared.train)
+    assert counts["validation"]["examples"] == len(prepared.validation)
     assert counts["test"]["examples"] == len(prepared.test)
+    # the vocabulary is the training examples' alone
+    words = {w for e in prepared.train_examples for w in e.words}
+    assert prepared.tokenizer.vocab_size <= len(words) + 10
     assert sum(counts["test"][c] for c in real_agreement.COUNT_COLUMNS[3:-1]) == len(prepared.test)
     lines = real_agreement.source_lines(prepared)
     assert any("State of the Union" in line for line in lines)
     assert not any(str(built.parent) in line for line in lines)  # no machine's path
 
 
-def test_a_small_run_measures_every_condition_and_attractor_count(built):
+def test_a_small_run_sweeps_every_rate_and_compares_at_the_chosen_ones(built):
     p = real_agreement.Parameters(**SMALL)
     prepared = real_agreement.prepare(p)
     results = real_agreement.train(p, prepared)
-    records = real_agreement.rows(results)
-    assert {(r["condition"], r["seed"]) for r in records} == \
-        {(c, s) for c in SMALL["conditions"] for s in SMALL["seeds"]}
-    present = sorted(set(prepared.test_attractors.tolist()))
-    assert sorted({r["attractors"] for r in records}) == present
-    for r in records:
-        assert 0 <= r["accuracy"] <= 1 and 0 <= r["attention_rollout"] <= 1
-    # both conditions start from the same weights and see the same batches: at the same
-    # rates they would agree, so a difference is the rates'
-    a, b = (next(run for run in results if run["condition"] == c and run["seed"] == 1)
-            for c in SMALL["conditions"])
-    assert a["loss"] != b["loss"]
-    glued = real_agreement.glued(p, prepared, results, records)
-    assert glued["ra_n_seeds"] == "2" and "ra_attention_gap_faster_QK" in glued
+    assert {(r["condition"], r["rate"], r["seed"]) for r in results} == \
+        set(real_agreement.runs(p))
+    # all faster at 1e-4 is matched at 1e-4 * 30 = 3e-3: trained once, reported under both
+    assert ("all faster", 1e-4, "matched", 3e-3) in real_agreement.same_runs(results)
+    for seed in SMALL["seeds"]:
+        (a,) = [r for r in results if (r["condition"], r["rate"], r["seed"]) == ("all faster", 1e-4, seed)]
+        (b,) = [r for r in results if (r["condition"], r["rate"], r["seed"]) == ("matched", 3e-3, seed)]
+        assert a["loss"] == b["loss"] and np.array_equal(a["correct"], b["correct"])
+    for r in results:
+        # every run ends at its best validation measurement, and says why it ended
+        assert r["best"]["validation_loss"] == r["trajectory"][:, 1].min()
+        assert r["ended_by"] in ("cap", "patience") and 0 < r["best_step"] <= r["steps"]
+        assert len(r["correct"]) == len(prepared.test)
+    chosen = real_agreement.chosen_rates(results)
+    for c, rate in chosen.items():
+        best = real_agreement.mean_best_loss(results, c, rate)
+        assert all(best <= real_agreement.mean_best_loss(results, c, other) for other in p.rates)
+    sweep = real_agreement.sweep_rows(results, chosen)
+    assert len(sweep) == len(SMALL["conditions"]) * len(SMALL["rates"])  # every setting shown
+    assert sum(row["chosen"] == "yes" for row in sweep) == len(SMALL["conditions"])
+
+    matched_loss = real_agreement.matched_loss_data(p, results, chosen)
+    assert len(matched_loss) == 2 * len(SMALL["rates"]) * len(p.matched_losses)
+    test = real_agreement.test_data(prepared, results, chosen)
+    bins = real_agreement.attractor_bins(prepared)
+    assert len(test) == len(SMALL["conditions"]) * len(SMALL["rates"]) * len(bins)
+    for row in test:
+        assert row["accuracy_low"] <= row["accuracy"] <= row["accuracy_high"]
+        reference = row["condition"] == "matched" and row["chosen"]
+        assert ("no_cost" in row) == (not reference)
+    rates = real_agreement.rate_rows(results, matched_loss, test)
+    assert len(rates) == 2 * len(SMALL["rates"])
+    glued = real_agreement.glued(p, prepared, results, chosen, matched_loss, test)
+    assert glued["ra_n_seeds"] == "2" and glued["ra_rate_matched"] == f"{chosen['matched']:g}"
+    assert glued["ra_ml_verdict_faster_QK"] in ("sharper", "blunter", "not resolved", "not reached")
     baseline = real_agreement.baseline_rows(prepared)
     assert sum(row["test_examples"] for row in baseline) == len(prepared.test)
     assert all(0.5 <= float(row["majority_accuracy"]) <= 1 for row in baseline)
@@ -83,6 +122,9 @@ def test_a_small_run_measures_every_condition_and_attractor_count(built):
     lengths = prepared.test.lengths.numpy()[prepared.test_attractors == 0]
     assert float(baseline[0]["uniform_attention"]) == pytest.approx(np.mean(1 / lengths), abs=5e-4)
     assert glued["ra_vs_last_noun_verdict_matched"] in ("above it", "below it", "not resolved")
+    records = real_agreement.rows(real_agreement.at_chosen_rates(results, chosen))
+    assert {(r["condition"], r["seed"]) for r in records} == \
+        {(c, s) for c in SMALL["conditions"] for s in SMALL["seeds"]}
 
     left_out, shared = real_agreement.split_lines(prepared)
     assert left_out.startswith(f"left out: {prepared.too_long:,} examples")
@@ -91,24 +133,38 @@ def test_a_small_run_measures_every_condition_and_attractor_count(built):
     assert rows[0]["item"] == "agreement TSV sha256" and len(rows[0]["value"]) == 64
 
 
-def test_a_file_of_ones_own_runs_split_by_example(tmp_path):
+def test_a_validation_split_without_a_class_is_refused(tmp_path):
     path = tmp_path / "agr.tsv"
+    write_tsv(path, [False] * 6 + [True] * 194)  # the 6 singular verbs come first
+    p = real_agreement.Parameters(**dict(SMALL, example_limit=None), agreement_tsv=str(path),
+                                  split_by="example", train_fraction=0.5,
+                                  validation_fraction=0.01)
+    with pytest.raises(ParameterError, match="validation_fraction.*no .* verb"):
+        real_agreement.prepare(p)
+
+
+def write_tsv(path, plurals) -> None:
     header = ["sentence", "orig_sentence", "subj", "verb", "subj_pos", "verb_pos", "subj_index",
               "verb_index", "n_intervening", "n_diff_intervening"]
-    rng = np.random.default_rng(0)
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle, delimiter="\t")
         writer.writerow(header)
-        for _ in range(200):
-            plural = bool(rng.integers(2))
+        for plural in plurals:
             noun, verb = ("dogs", "run") if plural else ("dog", "runs")
             words = f"the {noun} near the cat {verb}"
             writer.writerow([words, words, noun, verb, "NNS" if plural else "NN",
                              "VBP" if plural else "VBZ", 2, 6, 1, int(plural)])
+
+
+def test_a_file_of_ones_own_runs_split_by_example(tmp_path):
+    path = tmp_path / "agr.tsv"
+    rng = np.random.default_rng(0)
+    write_tsv(path, [bool(rng.integers(2)) for _ in range(200)])
     p = real_agreement.Parameters(**dict(SMALL, example_limit=None), agreement_tsv=str(path),
-                                  split_by="example", train_fraction=0.5)
+                                  split_by="example", train_fraction=0.5, validation_fraction=0.2)
     prepared = real_agreement.prepare(p)
-    assert len(prepared.train) == 100 and len(prepared.test) == 100
+    assert len(prepared.train) == 80 and len(prepared.validation) == 20
+    assert len(prepared.test) == 100
     assert real_agreement.source_lines(prepared)[0].startswith("agreement TSV: agr.tsv")
     assert real_agreement.p_is_built(prepared.path) is False
     assert {row["addresses"] for row in real_agreement.count_rows(prepared)} == {"-"}  # no column
