@@ -101,3 +101,48 @@ def test_the_verdict_rules_of_the_figures():
     assert fig2_controls.compare([0.35001, 0.35002, 0.35001],
                                  [0.35, 0.35, 0.35])["verdict"] == "tie"
     assert fig2_controls.compare(None, [0.35])["verdict"] == "not reached"
+
+
+def real_agreement(verdict="sharper", no_cost="no worse than the margin", reached=True,
+                   figure="real-agreement", bins="attractors", qk_rate=3e-3):
+    """real-agreement's tables (or real-sentiment's, ``figure`` and its ``bins`` column) as
+    the figure writes them (the CSV's True/False read back)."""
+    shared = {"condition": "faster QK", "rate": 1e-4, "chosen": True, "reached": reached}
+    numbers = {"attention_gap": 0.08, "attention_gap_ci95": 0.05, "attention_verdict": verdict}
+    return {
+        f"{figure}/matched-loss.csv": [
+            {**shared, "reached": True, "loss": 0.5, **numbers, "attention_verdict": "not resolved"},
+            {**shared, "loss": 0.4, **(numbers if reached else {})},
+            {**shared, "rate": 3e-4, "chosen": False, "loss": 0.4, **numbers,
+             "attention_verdict": "blunter"}],
+        f"{figure}/test.csv": [
+            {"condition": "matched", "rate": 3e-3, "chosen": True, bins: "all",
+             "qk_rate": 3e-3, "ov_rate": 3e-3},
+            {"condition": "faster QK", "rate": 1e-4, "chosen": True, bins: "all",
+             "qk_rate": qk_rate, "ov_rate": 1e-4,
+             "accuracy_gap": 0.01, "accuracy_gap_low": 0.002, "accuracy_gap_high": 0.018,
+             "no_cost": no_cost},
+            {"condition": "faster QK", "rate": 1e-4, "chosen": True, bins: "0",
+             "accuracy_gap": -0.5, "accuracy_gap_low": -0.6, "accuracy_gap_high": -0.4,
+             "no_cost": "worse by more than the margin"}]}
+
+
+def test_the_real_agreement_row_reads_the_lowest_shared_loss_and_the_no_cost_test():
+    found = L.real_agreement(Planted(real_agreement()))
+    assert found.verdict == L.SCOPED and "validation loss 0.4" in found.text
+    for planted in (real_agreement(verdict="not resolved"), real_agreement(verdict="blunter"),
+                    real_agreement(no_cost="not resolved"),
+                    real_agreement(no_cost="worse by more than the margin")):
+        assert L.real_agreement(Planted(planted)).verdict == L.NOT_SUPPORTED
+    # at 0.4 not every run reached the loss: the row reads 0.5, where the gap is not resolved
+    found = L.real_agreement(Planted(real_agreement(reached=False)))
+    assert found.verdict == L.NOT_SUPPORTED and "validation loss 0.5" in found.text
+
+
+def test_ratio_not_rate_needs_the_chosen_runs_to_share_their_qk_rate():
+    assert L.ratio_not_rate(Planted(real_agreement())).verdict == L.SCOPED
+    assert L.ratio_not_rate(Planted(real_agreement(verdict="not resolved"))).verdict \
+        == L.NOT_SUPPORTED
+    # a faster QK rate as well as a slower OV: the sweep cannot tell the two apart
+    found = L.ratio_not_rate(Planted(real_agreement(qk_rate=9e-3)))
+    assert found.verdict == L.NOT_SUPPORTED and "cannot tell" in found.text
