@@ -1,17 +1,20 @@
 """The language trainers' speed, side by side in one run, best of interleaved rounds (only the
 ratios mean something across machines). Training examples per second of a figure's whole
-run set (4 conditions x 5 seeds), on ``--workers`` processes as the figures train:
+run set, on ``--workers`` processes as the figures train:
 
 (a) the per-model loop, qkov.language.train.train_classifier, one run after another in each
     worker (timed on a few steps of a few runs: every run of a set costs the same);
 (b) the batched trainer, qkov.language.batched.train_classifiers, each worker's share of the
     runs as one stack.
 
-Two models: real-agreement's (its defaults: d_model 32, 2 heads, attention only, AdamW,
-each batch cut to its longest row), on the built corpus's training examples where `make data`
-has built it, else on rows of the corpus's vocabulary size and sentence lengths drawn to its
-shape (the record says which); and the authors' HateXplain size (d_model 64, 4 heads of 64,
-an MLP of 256, biases, BERT's 30,522 WordPiece ids, posts padded to 128), on drawn rows.
+Two models: real-agreement's, with its default run set (every condition, base rate and
+seed that it trains: :func:`qkov.figures.real_agreement.train` trains a setting shared by two
+names once) and model (d_model 64, 4 heads of 64, attention only, AdamW, each batch cut to its
+longest row), on the built corpus's training examples where `make data` has built it, else
+on rows of the corpus's vocabulary size and sentence lengths drawn to its shape (the record
+says which); and the authors' HateXplain size (d_model 64, 4 heads of 64, an MLP of 256,
+biases, BERT's 30,522 WordPiece ids, posts padded to 128), 4 conditions x 5 seeds, on drawn
+rows.
 
 It also records the fraction of a same-shape batched matmul that (b) reaches: the
 multiply-adds of (b)'s products per example (its forward; the backward is twice that), at
@@ -69,12 +72,14 @@ def agreement_model(rows: int):
         config, data, source = prepared.config, prepared.train, "the built corpus"
     except corpus.SourceError as error:  # not built here (`make data`): rows of its shape
         config = DecoderConfig(vocab_size=8193, max_len=p.max_length, d_model=p.d_model,
-                               n_heads=p.n_heads, d_head=p.d_model // p.n_heads, d_mlp=0,
-                               n_classes=2)
+                               n_heads=p.n_heads, d_head=p.d_head, d_mlp=0, n_classes=2)
         data = drawn_rows(rows, p.max_length, config.vocab_size, 12.5)
         source = f"drawn rows of the corpus's shape (no built corpus: {type(error).__name__})"
-    setups = [real_agreement.setup(p, c, s) for c in CONDITIONS for s in SEEDS]
-    return config, data, setups, source
+    settings = {}
+    for condition, rate, seed in real_agreement.runs(p):
+        key = (real_agreement.circuit_rates(p, condition, rate), seed)
+        settings.setdefault(key, real_agreement.setup(p, condition, rate, seed))
+    return config, data, list(settings.values()), source
 
 
 def hatexplain_model(rows: int):
