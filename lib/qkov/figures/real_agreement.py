@@ -762,7 +762,7 @@ def glued_sweep(p: Parameters, results: list[dict], matched_loss: list[dict],
             out[f"ra_beyond_sweep_{key(c)}"] = ", ".join(
                 f"{rate * factor:.2g}: {mean_best_loss(results, other, rate):.3f}"
                 for rate in sweep if not any(math.isclose(rate * factor, r) for r in sweep))
-    for c in conditions_of(results)[1:]:
+    for c in [c for c in conditions_of(results) if c != MATCHED]:
         out[f"ra_no_cost_by_rate_{key(c)}"] = "; ".join(
             f"{d['no_cost']} at {d['rate']:g}" for d in test
             if d["condition"] == c and d["attractors"] == "all")

@@ -74,7 +74,7 @@ def train_settings(runs: Sequence[Run], setup_of: Callable[[str, float, int], Tr
 
 
 def same_runs(results: list[dict]) -> list[tuple[str, float, str, float]]:
-    """The settings trained as another's (:func:`train`): (condition, rate, the condition
+    """The settings trained as another's (:func:`train_settings`): (condition, rate, the condition
     and rate it was trained as)."""
     return list(dict.fromkeys((r["condition"], r["rate"], *r["trained_as"]) for r in results
                               if r["trained_as"] != (r["condition"], r["rate"])))
@@ -106,8 +106,6 @@ def validation_measures(stack, data: TokenBatch) -> list[dict]:
 
 
 TRAJECTORY_COLUMNS = ("step", "validation_loss", "validation_accuracy", "validation_attention")
-
-
 
 
 def history_fields(history, steps_per_epoch: int) -> dict:
@@ -204,6 +202,11 @@ ATTENTION_WORDS = {HIGHER: "sharper", LOWER: "blunter", NOT_RESOLVED: "not resol
 ACCURACY_WORDS = {HIGHER: "higher", LOWER: "lower", NOT_RESOLVED: "not resolved"}
 
 
+# the trajectory's columns at_loss reads: the attention, then the accuracy
+AT_LOSS_COLUMNS = (TRAJECTORY_COLUMNS.index("validation_attention"),
+                   TRAJECTORY_COLUMNS.index("validation_accuracy"))
+
+
 def matched_loss_data(results: list[dict], chosen: dict[str, float],
                       losses: Sequence[float]) -> list[dict]:
     """Each condition other than matched, at every base rate, against matched at its chosen
@@ -213,14 +216,14 @@ def matched_loss_data(results: list[dict], chosen: dict[str, float],
     as ``fig2-controls``), their gaps paired by seed (95% t interval) and the verdicts."""
     reference = of_setting(results, MATCHED, chosen[MATCHED])
     out = []
-    for c in conditions_of(results)[1:]:
+    for c in [c for c in conditions_of(results) if c != MATCHED]:
         for rate in rates_of(results):
             treated = of_setting(results, c, rate)
             seeds = sorted(set(treated) & set(reference))
             for level in losses:
                 row = {"condition": c, "rate": rate, "chosen": chosen[c] == rate, "loss": level}
-                a = [at_loss(treated[s]["trajectory"], level, (3, 2)) for s in seeds]
-                b = [at_loss(reference[s]["trajectory"], level, (3, 2)) for s in seeds]
+                a = [at_loss(treated[s]["trajectory"], level, AT_LOSS_COLUMNS) for s in seeds]
+                b = [at_loss(reference[s]["trajectory"], level, AT_LOSS_COLUMNS) for s in seeds]
                 if any(x is None for x in a + b):
                     out.append({**row, "reached": False})
                     continue
@@ -259,7 +262,7 @@ def lowest_shared(data: list[dict], condition: str, rate: float) -> dict | None:
     """The comparison at the lowest of the matched losses both reach; None if none."""
     reached = [d for d in data if d["condition"] == condition and d["rate"] == rate
                and d["reached"]]
-    return reached[-1] if reached else None
+    return min(reached, key=lambda d: d["loss"]) if reached else None
 
 
 def test_data(results: list[dict], chosen: dict[str, float], documents: np.ndarray,
@@ -354,7 +357,7 @@ def rate_rows(results: list[dict], matched_loss: list[dict], test: list[dict],
     loss both reach, the attention gap and its verdict; on all the test examples (the bin
     "all" of :func:`test_data`), the accuracy gap and the no-cost verdict."""
     out = []
-    for c in conditions_of(results)[1:]:
+    for c in [c for c in conditions_of(results) if c != MATCHED]:
         for rate in rates_of(results):
             shared = lowest_shared(matched_loss, c, rate)
             overall = next(d for d in test if d["condition"] == c and d["rate"] == rate
