@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import artifacts
 from ..checks import optional_path
+from ..language.tuning import bracket
 from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..spec import FigureSpec
@@ -477,8 +478,8 @@ def _tuned(results: Results, figure: str, bin_column: str, attended: str) -> Evi
     (test,) = [r for r in results.table(f"{figure}/test.csv")
                if r["condition"] == "faster QK" and r["chosen"] is True
                and r[bin_column] == "all"]
-    accuracy = (f"test accuracy faster QK minus matched {test['accuracy_gap']:.3f} "
-                f"[{test['accuracy_gap_low']:.3f}, {test['accuracy_gap_high']:.3f}] "
+    gap = bracket(test["accuracy_gap"], test["accuracy_gap_low"], test["accuracy_gap_high"])
+    accuracy = (f"test accuracy faster QK minus matched {gap} "
                 f"({test['no_cost']} of one point; 95% over seeds and test documents)")
     if at is None:
         return Evidence(NOT_SUPPORTED, "faster QK and matched reach no validation loss in "

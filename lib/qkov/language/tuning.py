@@ -65,12 +65,13 @@ def train_settings(runs: Sequence[Run], setup_of: Callable[[str, float, int], Tr
         condition, rate, seed = run
         return circuit_rates(setup_of(condition, rate, seed)), seed
 
+    keys = [key(run) for run in runs]
     unique: dict[tuple, Run] = {}
-    for run in runs:
-        unique.setdefault(key(run), run)
+    for k, run in zip(keys, runs):
+        unique.setdefault(k, run)
     trained = dict(zip(unique, in_stacks(train_stack, common, list(unique.values()), workers)))
-    return [{**trained[key(run)], "condition": run[0], "rate": run[1],
-             "trained_as": unique[key(run)][:2], "circuit_rates": key(run)[0]} for run in runs]
+    return [{**trained[k], "condition": run[0], "rate": run[1], "trained_as": unique[k][:2],
+             "circuit_rates": k[0]} for k, run in zip(keys, runs)]
 
 
 def same_runs(results: list[dict]) -> list[tuple[str, float, str, float]]:
@@ -285,8 +286,8 @@ def test_data(results: list[dict], chosen: dict[str, float], documents: np.ndarr
         for rate in rates_of(results):
             treated = of_setting(results, c, rate)
             seeds = sorted(set(treated) & set(reference))
+            qk_rate, _, ov_rate = treated[seeds[0]]["circuit_rates"]
             for name, in_bin in bins:
-                qk_rate, _, ov_rate = treated[seeds[0]]["circuit_rates"]
                 row = {"condition": c, "rate": rate, "chosen": chosen[c] == rate,
                        "qk_rate": qk_rate, "ov_rate": ov_rate,
                        bin_column: name, "examples": int(in_bin.sum())}
