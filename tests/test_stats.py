@@ -146,6 +146,23 @@ def test_non_inferiority_is_one_sided_against_the_margin():
     assert stats.non_inferiority(wide, documents, 0.01)[0] != stats.NON_INFERIOR
 
 
+def test_the_resamples_are_drawn_once_per_shape_and_are_those_of_a_fresh_draw():
+    """A figure bootstraps many conditions over one set of documents: the draws are shared,
+    read only, and the same as a bootstrap that draws afresh from the same seed."""
+    rng = np.random.default_rng(4)
+    values, documents = rng.random((3, 300)), np.arange(300) // 3
+    stats.bootstrap_draws.cache_clear()
+    first = stats.document_bootstrap(values, documents)
+    seed_draws, document_draws = stats.bootstrap_draws(3, 100, 2000, 0)
+    assert stats.bootstrap_draws.cache_info().hits == 1
+    with pytest.raises(ValueError, match="read-only"):
+        document_draws[0, 0] = 7
+    fresh = np.random.default_rng(0)
+    assert np.array_equal(seed_draws, fresh.multinomial(3, np.full(3, 1 / 3), 2000))
+    assert np.array_equal(document_draws, fresh.multinomial(100, np.full(100, 1 / 100), 2000))
+    assert stats.document_bootstrap(values, documents) == first
+
+
 def test_the_bootstrap_refuses_what_it_cannot_read():
     with pytest.raises(ValueError, match=r"values: expected a \[seeds, examples\]"):
         stats.document_bootstrap(np.zeros(5), np.arange(5))
