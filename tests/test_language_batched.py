@@ -246,6 +246,32 @@ def test_a_run_that_stops_improving_stops_and_ends_at_its_best_weights():
             assert torch.equal(param, snapshots[(run, best)][name]), (run, name)
 
 
+def test_an_evaluation_at_the_start_measures_the_initial_weights_and_can_be_the_best():
+    """With evaluate_at_start, step 0 is measured on the initial weights; a run no later
+    evaluation improves on ends there, with its initial weights."""
+    data = sentences(rows=128)
+    models = models_for(AGREEMENT, 2)
+    initial = [{n: w.detach().clone() for n, w in m.named_parameters()} for m in models]
+    planted = {0: [2, 1, 0.5], 1: [1, 2, 3]}
+    seen = []
+
+    def evaluate(stack, runs):
+        seen.append(list(runs))
+        return [{"validation_loss": planted[run][len([r for r in seen if run in r]) - 1]}
+                for run in runs]
+
+    histories = train_classifiers(models, data, [setup(seed=i, epochs=2) for i in range(2)],
+                                  evaluate=evaluate, evaluate_at_start=True,
+                                  stopping=Stopping(patience=2))
+    assert [e["step"] for e in histories[0].evaluations] == [0, 4, 8]
+    assert [e["epoch"] for e in histories[0].evaluations] == [0, 1, 2]
+    assert histories[1].best_step == 0 and histories[1].ended_by == "patience"
+    for name, param in models[1].named_parameters():
+        assert torch.equal(param, initial[1][name]), name
+    with pytest.raises(ValueError, match="evaluate_at_start"):
+        train_classifiers(models_for(AGREEMENT, 1), data, [setup()], evaluate_at_start=True)
+
+
 def test_bad_input_is_refused_before_any_work_naming_what_is_wrong():
     data = sentences()
     models = models_for(AGREEMENT, 2)

@@ -57,6 +57,17 @@ def test_conditions_are_compared_where_every_run_of_both_reaches_the_loss():
     assert shared["loss"] == 0.4
 
 
+def test_a_loss_already_passed_at_the_first_evaluation_is_not_compared():
+    # matched's first evaluation (0.6) is below 0.65: when it crossed 0.65 is unknown, so no
+    # comparison there, though every run has a measurement at or below it
+    results = planted()
+    data = tuning.matched_loss_data(results, tuning.chosen_rates(results), [0.65])
+    assert [d["reached"] for d in data] == [False, False]
+    first = results[1]
+    assert tuning.crossing(first, 0.65) is None
+    assert tuning.crossing(first, 0.55) == pytest.approx((0.1239, 0.5), abs=1e-4)
+
+
 def test_the_test_comparison_pairs_by_seed_and_example_and_tests_no_cost():
     results = planted()
     chosen = tuning.chosen_rates(results)

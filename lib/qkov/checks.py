@@ -66,6 +66,22 @@ def number_list(name: str, value: Any, *, max_items: int | None = None, distinct
     return checked
 
 
+def rate_list(name: str, value: Any) -> list[float]:
+    """Distinct positive learning rates, in increasing order (a sweep's base rates)."""
+    rates = number_list(name, value, distinct=True, above=0)
+    if rates != sorted(rates):
+        raise ParameterError(name, f"expected the rates in increasing order, got {value!r}")
+    return rates
+
+
+def loss_list(name: str, value: Any) -> list[float]:
+    """Distinct positive losses, in decreasing order (the order training reaches them)."""
+    losses = number_list(name, value, distinct=True, above=0)
+    if losses != sorted(losses, reverse=True):
+        raise ParameterError(name, f"expected the losses in decreasing order, got {value!r}")
+    return losses
+
+
 def seed_list(name: str, value: Any) -> list[int]:
     seeds = number_list(name, value)
     if any(s != int(s) or s < 0 for s in seeds) or len(set(seeds)) != len(seeds):

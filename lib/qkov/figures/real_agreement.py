@@ -35,7 +35,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..checks import ParameterError, boolean, integer, number, number_list, optional_path, seed_list
+from ..checks import (
+    ParameterError,
+    boolean,
+    integer,
+    loss_list,
+    number,
+    optional_path,
+    rate_list,
+    seed_list,
+)
 from ..cost import Work
 from ..language import comparison, corpus, pipelines, tuning
 from ..language.batched import Stopping, train_classifiers
@@ -129,21 +138,6 @@ def split_name(name: str, value) -> str:
         raise ParameterError(name, f"expected one of {list(SPLITS_BY)}, got {value!r}")
     return value
 
-
-def rate_list(name: str, value) -> list[float]:
-    """Distinct positive learning rates, in increasing order."""
-    rates = number_list(name, value, distinct=True, above=0)
-    if rates != sorted(rates):
-        raise ParameterError(name, f"expected the rates in increasing order, got {value!r}")
-    return rates
-
-
-def loss_list(name: str, value) -> list[float]:
-    """Distinct positive losses, in decreasing order (the order training reaches them)."""
-    losses = number_list(name, value, distinct=True, above=0)
-    if losses != sorted(losses, reverse=True):
-        raise ParameterError(name, f"expected the losses in decreasing order, got {value!r}")
-    return losses
 
 
 @dataclass(frozen=True)
@@ -481,7 +475,8 @@ def train_stack(p: Parameters, prepared: Prepared,
     histories = train_classifiers(
         models, prepared.train, [setup(p, *run) for run in share],
         evaluate=lambda stack, _: tuning.validation_measures(stack, prepared.validation),
-        eval_every=eval_every(p, prepared), stopping=Stopping("validation_loss", p.patience),
+        eval_every=eval_every(p, prepared), evaluate_at_start=True,
+        stopping=Stopping("validation_loss", p.patience),
         progress=p.progress, desc=f"{len(share)} runs", position=bar_position(p.workers))
     return [result(p, prepared, run, model, history)
             for run, model, history in zip(share, models, histories)]
@@ -668,6 +663,7 @@ def glued(p: Parameters, prepared: Prepared, results: list[dict], chosen: dict[s
            "ra_validation_fraction": f"{100 * p.validation_fraction:g}%",
            "ra_rates": ", ".join(f"{r:g}" for r in p.rates[:-1]) + f" and {p.rates[-1]:g}",
            "ra_n_rates": str(len(p.rates)), "ra_n_runs": str(len(results)),
+           "ra_n_trained": str(len(tuning.trained(results))),
            "ra_d_model": str(p.d_model), "ra_n_heads": str(p.n_heads), "ra_d_head": str(p.d_head),
            "ra_batch_size": str(p.batch_size), "ra_max_words": str(p.max_length - 1),
            "ra_too_long": f"{prepared.too_long:,}", "ra_patience": str(p.patience),
@@ -754,7 +750,8 @@ def glued_sweep(p: Parameters, results: list[dict], matched_loss: list[dict],
         return condition.replace(" ", "_")
 
     sweep = rates_of(results)
-    out = {"ra_stopped_early": str(sum(r["ended_by"] == "patience" for r in results))}
+    out = {"ra_stopped_early": str(sum(r["ended_by"] == "patience"
+                                          for r in tuning.trained(results)))}
     # all faster at r is matched at r * m, slow OV at r is faster QK at r / m
     for c, other, factor in ((MATCHED, ALL_FASTER, p.qk_multiplier),
                              (FASTER_QK, SLOW_OV, 1 / p.qk_multiplier)):

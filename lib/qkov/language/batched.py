@@ -534,6 +534,7 @@ def train_classifiers(
     readout: str = "first_pad",
     evaluate: Callable[[StackedClassifier, list[int]], list[dict]] | None = None,
     eval_every: int | None = None,
+    evaluate_at_start: bool = False,
     stopping: Stopping | None = None,
     progress: bool = False,
     desc: str = "training",
@@ -547,9 +548,12 @@ def train_classifiers(
     ``evaluate(stack, runs)`` measures the runs still training (``runs``: their indices
     into ``models``, in the stack's order; :meth:`StackedClassifier.readout` gives their
     logits and attention) and returns one dict of numbers per run. It runs after every
-    ``eval_every`` optimizer steps, or after every epoch when ``eval_every`` is None.
-    ``stopping`` (needs ``evaluate``) stops a run whose measure stopped improving and
-    restores its best weights; a run that reaches its cap also ends at its best evaluation.
+    ``eval_every`` optimizer steps, or after every epoch when ``eval_every`` is None; with
+    ``evaluate_at_start``, also before the first step (step 0, epoch 0: the initial weights,
+    where a trajectory starts, so that every loss between the initial one and the first
+    evaluation's is seen to be crossed). ``stopping`` (needs ``evaluate``) stops a run
+    whose measure stopped improving and restores its best weights; a run that reaches its
+    cap also ends at its best evaluation.
     """
     if len(models) != len(setups):
         raise ValueError(f"setups: expected one per model ({len(models)}), got {len(setups)}")
@@ -571,6 +575,8 @@ def train_classifiers(
         raise ValueError(
             f"eval_every: expected None (after every epoch) or an integer >= 1, got {eval_every!r}"
         )
+    if evaluate_at_start and evaluate is None:
+        raise ValueError("evaluate_at_start: needs an evaluate function to measure the runs")
     if stopping is not None and evaluate is None:
         raise ValueError("stopping: early stopping needs an evaluate function to measure the runs")
     if stopping is not None and not isinstance(stopping, Stopping):
@@ -668,6 +674,8 @@ def train_classifiers(
     table_of(stack).requires_grad_(False)
     embedding_grad = torch.zeros_like(table_of(stack))
 
+    if evaluate_at_start:
+        measure(0)  # the initial weights (a run's first evaluation cannot stop it)
     epoch = 0
     while active:
         epoch += 1

@@ -16,6 +16,7 @@ measures per example that :func:`test_data` reads, and ``overall_accuracy``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -79,6 +80,12 @@ def same_runs(results: list[dict]) -> list[tuple[str, float, str, float]]:
     and rate it was trained as)."""
     return list(dict.fromkeys((r["condition"], r["rate"], *r["trained_as"]) for r in results
                               if r["trained_as"] != (r["condition"], r["rate"])))
+
+
+def trained(results: list[dict]) -> list[dict]:
+    """One result per run actually trained: a setting reported under two names (condition,
+    rate) counts once, under the name it was trained as."""
+    return [r for r in results if r["trained_as"] == (r["condition"], r["rate"])]
 
 
 def validation_measures(stack, data: TokenBatch) -> list[dict]:
@@ -208,13 +215,26 @@ AT_LOSS_COLUMNS = (TRAJECTORY_COLUMNS.index("validation_attention"),
                    TRAJECTORY_COLUMNS.index("validation_accuracy"))
 
 
+def crossing(result: dict, level: float) -> tuple[float, float] | None:
+    """A run's (attention, accuracy) on the validation examples when its validation loss
+    first reaches ``level``, interpolated in log loss between the evaluations around it; None
+    if it never does, or if its first evaluation is already at or below ``level`` (when it
+    crossed is not known; the figures measure each run before its first step, so this leaves
+    out only the levels above the initial loss)."""
+    trajectory = result["trajectory"]
+    if trajectory[0, TRAJECTORY_COLUMNS.index("validation_loss")] <= level:
+        return None
+    return at_loss(trajectory, level, AT_LOSS_COLUMNS)
+
+
 def matched_loss_data(results: list[dict], chosen: dict[str, float],
                       losses: Sequence[float]) -> list[dict]:
     """Each condition other than matched, at every base rate, against matched at its chosen
-    rate, at each of the validation ``losses``: where every run of both
-    reaches that validation loss, the attention on the subject and the accuracy on the
-    validation examples when it first does (interpolated in log loss between evaluations,
-    as ``fig2-controls``), their gaps paired by seed (95% t interval) and the verdicts."""
+    rate, at each of the validation ``losses``: where every run of both is seen to cross
+    that validation loss (:func:`crossing`), the attention on the subject and the accuracy on
+    the validation examples when it first does (interpolated in log loss between
+    evaluations, as ``fig2-controls``), their gaps paired by seed (95% t interval) and the
+    verdicts."""
     reference = of_setting(results, MATCHED, chosen[MATCHED])
     out = []
     for c in [c for c in conditions_of(results) if c != MATCHED]:
@@ -223,8 +243,8 @@ def matched_loss_data(results: list[dict], chosen: dict[str, float],
             seeds = sorted(set(treated) & set(reference))
             for level in losses:
                 row = {"condition": c, "rate": rate, "chosen": chosen[c] == rate, "loss": level}
-                a = [at_loss(treated[s]["trajectory"], level, AT_LOSS_COLUMNS) for s in seeds]
-                b = [at_loss(reference[s]["trajectory"], level, AT_LOSS_COLUMNS) for s in seeds]
+                a = [crossing(treated[s], level) for s in seeds]
+                b = [crossing(reference[s], level) for s in seeds]
                 if any(x is None for x in a + b):
                     out.append({**row, "reached": False})
                     continue
@@ -293,6 +313,10 @@ def test_data(results: list[dict], chosen: dict[str, float], documents: np.ndarr
                        bin_column: name, "examples": int(in_bin.sum())}
                 for measure, key in (("accuracy", "correct"), ("attention", "attention")):
                     picked = in_bin & rationale if measure == "attention" else in_bin
+                    if not picked.any():  # a bin without a rationale: nothing to measure
+                        row.update({f"{measure}{part}": math.nan for part in (
+                            "", "_low", "_high", "_gap", "_gap_low", "_gap_high")})
+                        continue
                     values = np.array([treated[s][key][picked] for s in seeds])
                     row[measure], row[f"{measure}_low"], row[f"{measure}_high"] = \
                         document_bootstrap(values, documents[picked])
@@ -316,7 +340,10 @@ def test_data_columns(bin_column: str = "bin") -> tuple[str, ...]:
 
 
 def bracket(mean: float, low: float, high: float, digits: int = 3) -> str:
-    """A mean and its interval, as "0.873 [0.851, 0.890]"."""
+    """A mean and its interval, as "0.873 [0.851, 0.890]"; "-" where nothing was measured
+    (NaN)."""
+    if math.isnan(mean):
+        return "-"
     return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
