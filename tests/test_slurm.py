@@ -104,8 +104,7 @@ def set_jobs(env) -> dict[str, list[tuple[str, str, str]]]:
 def test_the_small_sweep_on_slurm_survives_a_lost_job_and_equals_a_local_run(cluster, tmp_path):
     work = tmp_path / "slurm"
     on_slurm = ("--profile", str(REPO / "profiles" / "slurm"), "--slurm-status-command",
-                "squeue", "--slurm-init-seconds-before-status-checks", "3",
-                "--seconds-between-status-checks", "2")  # the default 10 s is idle time here
+                "squeue", "--slurm-init-seconds-before-status-checks", "3")
 
     # 1. When a set's job runs, cancel it as a lost node would.
     run, lost = snakemake(work, *on_slurm, env=cluster, out=tmp_path / "first.out"), None
