@@ -14,7 +14,7 @@ import torch
 
 from qkov.checks import ParameterError
 from qkov.figures import real_sentiment
-from qkov.language import ratings, sources
+from qkov.language import ratings, sources, tuning
 from qkov.language.data import DataError
 from qkov.language.metrics import average_precision, iou_f1, plausibility, spans, top_k_mask
 
@@ -152,8 +152,10 @@ def test_spans_and_iou_f1():
 
 # --- the figure's steps ----------------------------------------------------------------------
 
-SMALL = {"seeds": [1, 2], "conditions": ["matched", "faster QK"], "epochs": 1, "workers": 1,
-         "progress": False, "vocab_size": 300, "train_fraction": 0.6}
+SMALL = {"seeds": [1, 2], "conditions": ["matched", "faster QK", "all faster"], "epochs": 2,
+         "rates": [1e-4, 1e-3, 2e-3], "qk_multiplier": 20.0, "patience": 1, "workers": 1,
+         "progress": False, "vocab_size": 300, "train_fraction": 0.6, "validation_fraction": 0.3,
+         "matched_losses": [1.2, 1.1, 1.0]}
 
 
 def test_bad_parameters_are_named():
@@ -165,32 +167,104 @@ def test_bad_parameters_are_named():
         real_sentiment.Parameters(neutral_band=-1)
     with pytest.raises(ParameterError, match="eraser_fraction"):
         real_sentiment.Parameters(eraser_fraction=2)
+    with pytest.raises(ParameterError, match="rates.*item 1"):
+        real_sentiment.Parameters(rates=[1e-4, -1e-3])
+    with pytest.raises(ParameterError, match="rates.*increasing"):
+        real_sentiment.Parameters(rates=[1e-3, 1e-4])
+    with pytest.raises(ParameterError, match="patience"):
+        real_sentiment.Parameters(patience=0)
+    for share in (0, 1, -0.1):
+        with pytest.raises(ParameterError, match="validation_fraction"):
+            real_sentiment.Parameters(validation_fraction=share)
+    with pytest.raises(ParameterError, match="matched_losses.*decreasing"):
+        real_sentiment.Parameters(matched_losses=[0.8, 0.9])
+    with pytest.raises(ParameterError, match="seeds.*at least 2"):
+        real_sentiment.Parameters(seeds=[1])
 
 
-def test_a_small_run_measures_every_condition_and_draws(tmp_path):
+def larger(copies: int = 6) -> dict:
+    """:data:`SENTENCES` ``copies`` times over, each copy its own documents: enough
+    documents of every class for a training, a validation and a test split."""
+    def renamed(sentence_id, k):
+        document, _, part = sentence_id.partition("_")
+        return f"{k}{document}" + (f"_{part}" if part else "")
+
+    return {corpus: [(renamed(i, k), m, text) for k in range(copies) for i, m, text in rows]
+            for corpus, rows in SENTENCES.items()}
+
+
+def test_a_validation_split_without_a_class_is_refused():
+    # one document per corpus is too few to hold out validation documents of every class
+    p = real_sentiment.Parameters(**dict(SMALL, validation_fraction=0.05))
+    with pytest.raises(ParameterError, match="validation_fraction"):
+        real_sentiment.prepare(p, files())
+
+
+def test_a_small_run_sweeps_every_rate_and_compares_at_the_chosen_ones():
     p = real_sentiment.Parameters(**SMALL)
-    prepared = real_sentiment.prepare(p, files())
+    prepared = real_sentiment.prepare(p, files(larger()))
     # each rationale word's tokens are marked, and only those
     for row, s in zip(prepared.test.rationale, prepared.test_sentences):
         words = prepared.tokenizer.encode_words(list(s.words)).word_ids
         assert row[:len(words)].tolist() == [s.rationale[w] for w in words]
         assert not row[len(words):].any()
+    # the documents of the three splits are disjoint
+    documents = [{s.document for s in sentences} for sentences in (
+        prepared.train_sentences, prepared.validation_sentences, prepared.test_sentences)]
+    assert not (documents[0] & documents[1] or documents[0] & documents[2]
+                or documents[1] & documents[2])
     counts = {(r["split"], r["corpus"]): r for r in real_sentiment.count_rows(prepared)}
     assert counts["test", "all"]["sentences"] == len(prepared.test)
+    assert counts["validation", "all"]["sentences"] == len(prepared.validation)
     assert sum(counts["test", "all"][c] for c in ratings.SENTIMENT_LABELS) == len(prepared.test)
+
     results = real_sentiment.train(p, prepared)
-    records = real_sentiment.rows(results)
-    assert sorted((r["condition"], r["seed"]) for r in records) == \
-        sorted((c, s) for c in p.conditions for s in p.seeds)
+    assert {(r["condition"], r["rate"], r["seed"]) for r in results} == set(real_sentiment.runs(p))
+    # all faster at 1e-4 is matched at 1e-4 * 20 = 2e-3: trained once, reported under both
+    assert ("all faster", 1e-4, "matched", 2e-3) in real_sentiment.same_runs(results)
+    assert len(tuning.trained(results)) == len(results) - len(SMALL["seeds"])
+    for r in results:
+        assert r["best"]["validation_loss"] == r["trajectory"][:, 1].min()
+        assert r["ended_by"] in ("cap", "patience") and 0 <= r["best_step"] <= r["steps"]
+        assert len(r["correct"]) == len(prepared.test)
+    chosen = real_sentiment.chosen_rates(results)
+    for c, rate in chosen.items():
+        best = real_sentiment.mean_best_loss(results, c, rate)
+        assert all(best <= real_sentiment.mean_best_loss(results, c, other) for other in p.rates)
+    sweep = real_sentiment.sweep_rows(results, chosen)
+    assert len(sweep) == len(SMALL["conditions"]) * len(SMALL["rates"])  # every setting shown
+    assert sum(row["chosen"] == "yes" for row in sweep) == len(SMALL["conditions"])
+
+    matched_loss = real_sentiment.matched_loss_data(p, results, chosen)
+    assert len(matched_loss) == 2 * len(SMALL["rates"]) * len(p.matched_losses)
+    test = real_sentiment.test_data(prepared, results, chosen)
+    assert len(test) == len(SMALL["conditions"]) * len(SMALL["rates"]) * 4  # all + 3 classes
+    for row in test:
+        assert row["accuracy_low"] <= row["accuracy"] <= row["accuracy_high"]
+        assert ("no_cost" in row) == (not (row["condition"] == "matched" and row["chosen"]))
+    assert len(real_sentiment.rate_rows(results, matched_loss, test)) == 2 * len(SMALL["rates"])
+
+    records = real_sentiment.rows(real_sentiment.at_chosen_rates(results, chosen))
+    assert {(r["condition"], r["seed"]) for r in records} == \
+        {(c, s) for c in SMALL["conditions"] for s in SMALL["seeds"]}
     for r in records:
         assert 0 <= r["accuracy"] <= 1 and 0 <= r["attention_rollout"] <= 1 + 1e-9
         assert 0 <= r["auprc"] <= 1 and 0 <= r["token_f1"] <= 1
-    assert [row["condition"] for row in real_sentiment.gap_table(records)] == ["faster QK"]
-    maps = real_sentiment.heatmaps(prepared, results)
+    glued = real_sentiment.glued(p, prepared, results, chosen, matched_loss, test, records)
+    assert glued["rs_n_seeds"] == "2" and glued["rs_rate_matched"] == f"{chosen['matched']:g}"
+    assert glued["rs_n_trained"] == str(len(results) - len(SMALL["seeds"]))
+    assert glued["rs_vs_lexicon_verdict_faster_QK"] in ("above it", "below it", "not resolved")
+    baseline = {row["baseline"].split(" (")[0]: row["value"]
+                for row in real_sentiment.baseline_rows(prepared)}
+    assert 0 < float(baseline["accuracy of the lexicon alone"]) <= 1
+    maps = real_sentiment.heatmaps(prepared, real_sentiment.at_chosen_rates(results, chosen))
     assert all(np.isclose(m.sum(), 100) for m in maps.values())
-    glued = real_sentiment.glued(p, prepared, records)
-    assert glued["rs_n_seeds"] == "2" and "rs_accuracy_faster_QK" in glued
-    real_sentiment.plot(records, maps, real_sentiment.plot_baselines(prepared))
+    # the perturbation test draws two conditions, this three, the default five
+    from qkov import plotting
+
+    rendered = plotting.render(real_sentiment.plot(p, prepared, results, chosen, test, maps))
+    assert rendered.overlaps == []
+    assert plotting.check_text_size("real-sentiment", rendered.sizes) >= plotting.MIN_TEXT_PT
 
 
 def test_the_fetched_package_holds_the_rated_sentences():
@@ -229,18 +303,3 @@ def test_label_smoothing_is_refused_for_a_classifier():
                       labels=torch.tensor([0, 1]))
     with pytest.raises(ValueError, match="label_smoothing"):
         train_classifier(model, data, TrainingSetup(label_smoothing=0.1), progress=False)
-
-
-@pytest.mark.parametrize("conditions", [["matched", "faster QK"],
-                                        ["matched", "faster QK", "all faster", "slow OV"]])
-def test_the_figure_has_room_for_any_number_of_conditions(conditions):
-    """The perturbation test draws two conditions, the default three; a reader may ask four."""
-    from qkov import plotting
-
-    records = [{"condition": c, "seed": s, **{m: 0.4 + 0.1 * s for m in real_sentiment.MEASURES}}
-               for c in conditions for s in (1, 2)]
-    fig = real_sentiment.plot(records, {c: np.full((5, 5), 4.0) for c in conditions},
-                              {"majority": 0.44, "uniform": 0.12})
-    rendered = plotting.render(fig)  # at the dpi the published files are drawn at
-    assert rendered.overlaps == []
-    assert plotting.check_text_size("real-sentiment", rendered.sizes) >= plotting.MIN_TEXT_PT
