@@ -146,3 +146,27 @@ def test_ratio_not_rate_needs_the_chosen_runs_to_share_their_qk_rate():
     # a faster QK rate as well as a slower OV: the sweep cannot tell the two apart
     found = L.ratio_not_rate(Planted(real_agreement(qk_rate=9e-3)))
     assert found.verdict == L.NOT_SUPPORTED and "cannot tell" in found.text
+
+
+def test_the_real_sentiment_row_reads_its_own_tables_the_same_way():
+    planted = real_agreement(figure="real-sentiment", bins="class")
+    assert L.real_sentiment(Planted(planted)).verdict == L.SCOPED
+    planted = real_agreement(verdict="blunter", figure="real-sentiment", bins="class")
+    assert L.real_sentiment(Planted(planted)).verdict == L.NOT_SUPPORTED
+
+
+def test_accuracy_at_the_matched_loss_is_read_against_the_margin_at_the_lowest_shared_loss():
+    def planted(gap, half, reached=True, figure="real-agreement"):
+        tables = real_agreement(reached=reached, figure=figure)
+        for row in tables[f"{figure}/matched-loss.csv"]:
+            row.update(accuracy_gap=gap if row["loss"] == 0.4 else 0.5, accuracy_gap_ci95=half)
+        return Planted(tables)
+
+    # the row at 0.4 decides, not the one at 0.5
+    assert L.real_agreement_accuracy(planted(0.007, 0.007)).verdict == L.SCOPED
+    found = L.real_agreement_accuracy(planted(0.02, 0.05))
+    assert found.verdict == L.NOT_SUPPORTED and "not ruled out" in found.text
+    found = L.real_sentiment_accuracy(planted(-0.05, 0.02, figure="real-sentiment"))
+    assert found.verdict == L.NOT_SUPPORTED and "more than one point" in found.text
+    # without the 0.4 row, the lowest shared loss is 0.5
+    assert "loss 0.5" in L.real_agreement_accuracy(planted(0.0, 0.001, reached=False)).text
