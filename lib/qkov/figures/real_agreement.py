@@ -98,7 +98,7 @@ from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..seeding import derived_seed, init_generator
 from ..spec import FigureSpec
-from ..stats import document_bootstrap, interval_text, seed_interval
+from ..stats import document_bootstrap, seed_interval
 
 SPEC = FigureSpec(id="real-agreement", reproduces=None, page="book/real-text",
                   tables=("heatmaps.csv", "curves.csv", "corpus.csv", "sweep.csv",
@@ -707,9 +707,7 @@ def glued(p: Parameters, prepared: Prepared, results: list[dict], chosen: dict[s
         qk, embedding, other = circuit_rates(p, c, rate)
         out[f"ra_qk_rate_{key(c)}"] = f"{qk:g}"
         out[f"ra_ov_rate_{key(c)}"] = f"{other:g}"
-        out[f"ra_rate_place_{key(c)}"] = ("the lowest rate of the sweep" if rate == sweep[0]
-                                          else "the highest rate of the sweep"
-                                          if rate == sweep[-1] else "inside the sweep")
+        out[f"ra_rate_place_{key(c)}"] = tuning.rate_place(rate, sweep)
         out[f"ra_best_loss_{key(c)}"] = f"{mean_best_loss(results, c, rate):.3f}"
         out[f"ra_epochs_trained_{key(c)}"] = \
             f"{np.mean([r['epochs_trained'] for r in settings.values()]):.1f}"
@@ -728,13 +726,8 @@ def glued(p: Parameters, prepared: Prepared, results: list[dict], chosen: dict[s
                     out[f"ra_no_cost_{bin_key}_{key(c)}"] = d["no_cost"]
         if c == MATCHED:
             continue
-        shared = lowest_shared(matched_loss, c, rate)
-        out[f"ra_ml_loss_{key(c)}"] = f"{shared['loss']:g}" if shared else "none"
-        out[f"ra_ml_attention_gap_{key(c)}"] = interval_text(
-            shared["attention_gap"], shared["attention_gap_ci95"], digits=3) if shared else "-"
-        out[f"ra_ml_verdict_{key(c)}"] = shared["attention_verdict"] if shared else "not reached"
-        out[f"ra_ml_accuracy_gap_{key(c)}"] = interval_text(
-            shared["accuracy_gap"], shared["accuracy_gap_ci95"], digits=3) if shared else "-"
+        for name, value in tuning.lowest_shared_values(matched_loss, c, rate).items():
+            out[f"ra_ml_{name}_{key(c)}"] = value
     return out
 
 

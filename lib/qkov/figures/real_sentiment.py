@@ -613,9 +613,7 @@ def glued(p: Parameters, prepared: Prepared, results: list[dict], chosen: dict[s
     for c in conditions_of(results):
         rate = chosen[c]
         out[f"rs_rate_{key(c)}"] = f"{rate:g}"
-        out[f"rs_rate_place_{key(c)}"] = ("the lowest rate of the sweep" if rate == sweep[0]
-                                          else "the highest rate of the sweep"
-                                          if rate == sweep[-1] else "inside the sweep")
+        out[f"rs_rate_place_{key(c)}"] = tuning.rate_place(rate, sweep)
         qk, _, other = tuning.circuit_rates(setup(p, c, rate, 0))
         out[f"rs_qk_rate_{key(c)}"] = f"{qk:g}"
         out[f"rs_ov_rate_{key(c)}"] = f"{other:g}"
@@ -636,13 +634,8 @@ def glued(p: Parameters, prepared: Prepared, results: list[dict], chosen: dict[s
                     out[f"rs_no_cost_{key(c)}"] = row["no_cost"]
         if c == MATCHED:
             continue
-        shared = lowest_shared(matched_loss, c, rate)
-        out[f"rs_ml_loss_{key(c)}"] = f"{shared['loss']:g}" if shared else "none"
-        out[f"rs_ml_attention_gap_{key(c)}"] = interval_text(
-            shared["attention_gap"], shared["attention_gap_ci95"], digits=3) if shared else "-"
-        out[f"rs_ml_verdict_{key(c)}"] = shared["attention_verdict"] if shared else "not reached"
-        out[f"rs_ml_accuracy_gap_{key(c)}"] = interval_text(
-            shared["accuracy_gap"], shared["accuracy_gap_ci95"], digits=3) if shared else "-"
+        for name, value in tuning.lowest_shared_values(matched_loss, c, rate).items():
+            out[f"rs_ml_{name}_{key(c)}"] = value
     return out
 
 

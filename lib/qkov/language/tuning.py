@@ -286,6 +286,30 @@ def lowest_shared(data: list[dict], condition: str, rate: float) -> dict | None:
     return min(reached, key=lambda d: d["loss"]) if reached else None
 
 
+def lowest_shared_values(data: list[dict], condition: str, rate: float) -> dict[str, str]:
+    """What the chapters quote of :func:`lowest_shared`, as printed: the loss ("none"), the
+    attention gap and its verdict ("not reached"), and the accuracy gap ("-" where none)."""
+    shared = lowest_shared(data, condition, rate)
+    if shared is None:
+        return {"loss": "none", "attention_gap": "-", "verdict": "not reached",
+                "accuracy_gap": "-"}
+    return {"loss": f"{shared['loss']:g}",
+            "attention_gap": interval_text(shared["attention_gap"],
+                                           shared["attention_gap_ci95"], digits=3),
+            "verdict": shared["attention_verdict"],
+            "accuracy_gap": interval_text(shared["accuracy_gap"], shared["accuracy_gap_ci95"],
+                                          digits=3)}
+
+
+def rate_place(rate: float, sweep: Sequence[float]) -> str:
+    """Where a chosen base rate lies in the sweep, in words."""
+    if rate == sweep[0]:
+        return "the lowest rate of the sweep"
+    if rate == sweep[-1]:
+        return "the highest rate of the sweep"
+    return "inside the sweep"
+
+
 def test_data(results: list[dict], chosen: dict[str, float], documents: np.ndarray,
               bins: Sequence[tuple[str, np.ndarray]], margin: float,
               rationale: np.ndarray | None = None, bin_column: str = "bin") -> list[dict]:
