@@ -7,6 +7,12 @@ the figure, the digest of the stored outputs it was compared with, the environme
 machine. tests/test_full_scale.py fails where a trained notebook's record does not match its
 current outputs, so a re-stored notebook needs a new check.
 
+A cell tagged ``rounding-sensitive`` is exempt: nbval compares it exactly (`import qkov`
+pins the kernels, so every CPU with AVX2 computes the stored bits), but its numbers come from
+runs that amplify the last bits of rounding (fast query-key learning does), so another
+rounding may move them; the record lists, per environment, those that moved. The notebook
+says so above them, and the book calls them one draw.
+
 A reduced run can be too short to show rounding that fast QK learning amplifies late in
 training (real-sentiment at a multiple of 30); tests/test_perturbation.py keeps the reduced
 runs for what they catch cheaply.
@@ -40,10 +46,11 @@ from nbval_tolerance import (  # noqa: E402
 )
 
 RECORDS = REPO / "tests" / "full-scale"
+ROUNDING_TAG = "rounding-sensitive"
 SANITIZE = REPO / "tests" / "nbval-sanitize.cfg"
-# The roundings a stored notebook must survive, beside the native one that stored it:
-# torch's kernels without vector instructions (the path AVX-512 CPUs take for some float32
-# draws), and MKL's SSE4.2 path instead of the AVX2 path `import qkov` pins.
+# The roundings a stored notebook must survive, beside the one that stored it (the AVX2
+# kernels and MKL path `import qkov` pins): torch's kernels without vector instructions, and
+# MKL's SSE4.2 path.
 ENVIRONMENTS = {
     "scalar kernels": {"ATEN_CPU_CAPABILITY": "default"},
     "MKL's SSE4.2 path": {"MKL_CBWR": "SSE4_2,STRICT"},
@@ -84,23 +91,25 @@ def outputs_digest(nb) -> str:
 
 def differences(stored, fresh) -> list[str]:
     """Where ``fresh`` prints otherwise than ``stored`` beyond nbval's contract (the cells
-    nbval compares: untagged cells exactly, tolerance cells within the tolerance)."""
+    nbval compares: untagged cells exactly, tolerance cells within the tolerance), the cells
+    tagged ``rounding-sensitive`` aside."""
     masks, found = sanitize_patterns(SANITIZE), []
     for index, (a, b) in enumerate(zip(code_cells(stored), code_cells(fresh), strict=True)):
         tags = a.metadata.get("tags", [])
+        if ROUNDING_TAG in tags:
+            continue
         if IGNORE_TAG not in tags or TOLERANCE_TAG in tags:
             found += [f"code cell {index}: {d}" for d in
                       output_differences(b.outputs, a.outputs, masks, TOLERANCE_TAG in tags)]
     return found
 
 
-def uncompared_differences(stored, fresh) -> list[int]:
-    """The code cells nbval runs but does not compare (``nbval-ignore-output``) whose outputs
-    ``fresh`` prints otherwise than ``stored``: what a machine's rounding moves there."""
+def sensitive_differences(stored, fresh) -> list[int]:
+    """The code cells tagged ``rounding-sensitive`` whose outputs ``fresh`` prints otherwise
+    than ``stored``: what another rounding moves there."""
     masks, found = sanitize_patterns(SANITIZE), []
     for index, (a, b) in enumerate(zip(code_cells(stored), code_cells(fresh), strict=True)):
-        tags = a.metadata.get("tags", [])
-        if IGNORE_TAG in tags and TOLERANCE_TAG not in tags and output_differences(
+        if ROUNDING_TAG in a.metadata.get("tags", []) and output_differences(
                 b.outputs, a.outputs, masks, False):
             found.append(index)
     return found
@@ -137,7 +146,7 @@ def machine() -> str:
 
     from qkov.provenance import cpu_model
 
-    return (f"{cpu_model()}, {os.cpu_count()} cores; torch {torch.__version__}, native kernels "
+    return (f"{cpu_model()}, {os.cpu_count()} cores; torch {torch.__version__}, kernels "
             f"{torch.backends.cpu.get_cpu_capability()}")
 
 
@@ -160,7 +169,7 @@ def check(figure_id: str) -> bool:
         if found:
             failed.append(f"{figure_id} under {name} ({variables}):\n" + "\n\n".join(found))
         checked[name] = {"variables": variables, "seconds": seconds,
-                         "uncompared_cells_that_differ": uncompared_differences(stored, fresh)}
+                         "rounding_sensitive_cells_that_differ": sensitive_differences(stored, fresh)}
     if failed:
         print("\n\n".join(failed), file=sys.stderr)
         return False
@@ -168,7 +177,7 @@ def check(figure_id: str) -> bool:
                             text=True).stdout.strip()
     record = {"figure": figure_id, "outputs_sha256": digest,
               "result": "every environment prints what the stored notebook prints, under "
-                        "nbval's contract",
+                        "nbval's contract, but in the cells tagged rounding-sensitive",
               "environments": checked, "machine": machine(),
               "date": time.strftime("%Y-%m-%d", time.gmtime()), "commit": commit or None}
     RECORDS.mkdir(exist_ok=True)

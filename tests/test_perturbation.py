@@ -1,16 +1,17 @@
-"""The rounding-perturbation test: what a trained figure prints must not depend on the CPU.
-Another CPU rounds differently; ``ATEN_CPU_CAPABILITY=default`` (torch's scalar kernels, the
-same data and seeds) shows it here. Each trained figure's notebook runs with the scalar kernels
-and must print what it prints natively, under nbval's contract (``nbval_tolerance``), both at
-a reduced scale. A reduced run can miss rounding that training amplifies late:
-tests/full_scale.py checks a stored notebook at its own scale before it is stored (the
-language-agreement notebook, which this test ran in full under the scalar kernels, has that
-record now, tests/full-scale/language-agreement.json)."""
+"""The rounding-perturbation test: what a trained figure prints must not depend on the rounding.
+`import qkov` pins PyTorch's AVX2 kernels and MKL's AVX2 path, so every CPU with AVX2 computes
+the same bits; ``ATEN_CPU_CAPABILITY=default`` (torch's scalar kernels, the same data and seeds)
+rounds otherwise, as an unpinned or older machine would. Each trained figure's notebook runs
+with the scalar kernels and must print what it prints with the pinned ones, under nbval's
+contract (``nbval_tolerance``; cells tagged ``rounding-sensitive`` aside), both at a reduced
+scale. A reduced run can miss rounding that training amplifies late: tests/full_scale.py
+checks a stored notebook at its own scale before it is stored."""
 
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -18,7 +19,7 @@ import torch
 
 import qkov
 from conftest import REPO
-from full_scale import differences  # what nbval compares, under its contract
+from full_scale import ROUNDING_TAG, differences, sensitive_differences  # nbval's contract
 from nbval_tolerance import IGNORE_TAG, TOLERANCE_TAG
 from qkov.figures import specs
 
@@ -36,10 +37,10 @@ RUNS = {  # the notebooks' parameters
     "real-agreement": {"example_limit": 6000, "epochs": 2, "seeds": [7, 8],  # the addresses 1790-~1850
                        "conditions": ["matched", "faster QK"], "rates": [3e-4],
                        "d_model": 32, "n_heads": 2, "d_head": 16},  # its full scale: full_scale.py
-    # Not real-sentiment: every trained result of it is printed in cells nbval does not compare
-    # (its chosen faster-QK runs amplify rounding at the stored scale), so a reduced run would
-    # compare only its sentences and baselines, which no training touches. Its full-scale
-    # record lists the cells that move (tests/full-scale/real-sentiment.json).
+    # Not real-sentiment: every trained result of it is printed in cells tagged
+    # rounding-sensitive (its chosen faster-QK runs amplify rounding at the stored scale), so a
+    # reduced run would compare only its sentences and baselines, which no training touches.
+    # Its full-scale record lists the cells that move (tests/full-scale/real-sentiment.json).
 }
 
 
@@ -77,6 +78,10 @@ def test_a_digit_moved_beyond_the_contract_is_a_difference():
     same = lambda a, b, *tags: differences(notebook(a, *tags), notebook(b, *tags)) == []  # noqa: E731
     assert same("a 0.4833\n", "a 0.4833\n") and not same("a 0.4833\n", "a 0.4834\n")  # exact
     assert same("a 0.4833\n", "a 0.4834\n", TOLERANCE_TAG) and same("x\n", "y\n", IGNORE_TAG)
+    # a rounding-sensitive cell is not required to survive another rounding, but is listed
+    assert same("a 0.4833\n", "a 0.4834\n", ROUNDING_TAG)
+    assert sensitive_differences(notebook("a 1\n", ROUNDING_TAG), notebook("a 2\n", ROUNDING_TAG)) == [0]
+    assert sensitive_differences(notebook("a 1\n", ROUNDING_TAG), notebook("a 1\n", ROUNDING_TAG)) == []
     # the language-agreement digits that moved between an Intel and an AMD machine
     assert not same("faster QK 0.4833 ± 0.052\n", "faster QK 0.496 ± 0.018\n", TOLERANCE_TAG)
 
@@ -114,17 +119,24 @@ for name, drawn in {
 
 
 def test_data_and_initial_parameters_are_the_same_on_every_cpu():
-    """Bit for bit under native, scalar and AVX2 kernels (float32 normal_ is vectorised on AVX2 only)."""
-    kinds = [None, SCALAR] + ["avx2"] * torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+    """Bit for bit under the pinned (AVX2), scalar and, where the CPU has them, AVX-512 kernels
+    (float32 normal_ is vectorised on AVX2 only)."""
+    avx512 = "avx512f" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else False
+    kinds = [None, SCALAR] + ["avx512"] * avx512
     printed = [subprocess.run([sys.executable, "-c", DRAWS], stdout=subprocess.PIPE, text=True,
                               check=True, env=environment(c), timeout=300).stdout for c in kinds]
     assert printed[0].count("\n") == 5 and printed == printed[:1] * len(kinds), printed
 
 
 def test_numerics_are_pinned_when_qkov_is_imported():
-    env = {k: v for k, v in os.environ.items() if k not in ("MKL_CBWR", "OMP_NUM_THREADS", qkov.THREADS_ENV)}
-    code = "import qkov, torch, os; print(os.environ['MKL_CBWR'], torch.get_num_threads())"
-    pinned, bad = (subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                  env=env | more, timeout=120) for more in ({}, {qkov.THREADS_ENV: "two"}))
-    assert pinned.stdout.split() == [qkov.MKL_CBWR, "1"], pinned.stderr
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MKL_CBWR", "ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", qkov.THREADS_ENV)}
+    code = ("import torch, qkov, os; print(os.environ['MKL_CBWR'], torch.get_num_threads(), "
+            "torch.backends.cpu.get_cpu_capability())")  # torch imported first: still pinned
+    pinned, scalar, bad = (subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                          env=env | more, timeout=120) for more in (
+        {}, {"ATEN_CPU_CAPABILITY": SCALAR}, {qkov.THREADS_ENV: "two"}))
+    kernels = "AVX2" if qkov.has_avx2() else torch.backends.cpu.get_cpu_capability()
+    assert pinned.stdout.split() == [qkov.MKL_CBWR, "1", kernels], pinned.stderr
+    assert scalar.stdout.split()[-1] == "DEFAULT", scalar.stderr  # a value set beforehand wins
     assert bad.returncode != 0 and qkov.THREADS_ENV in bad.stderr and "'two'" in bad.stderr

@@ -737,8 +737,8 @@ def glued_sweep(p: Parameters, results: list[dict], matched_loss: list[dict],
     not (``ra_`` first): how many runs stopped early, the verdicts at every base rate, and
     the rates a condition reaches beyond the sweep under another name. Apart from
     :func:`glued`, because some settings' runs (the highest query-key rates) amplify the
-    last bits of the CPU's rounding, so these values are this machine's (the notebook glues
-    them in a cell nbval does not compare)."""
+    last bits of the CPU's rounding, so these values are one draw of it (the notebook glues
+    them in a cell tagged rounding-sensitive: tests/full_scale.py)."""
     def key(condition):
         return condition.replace(" ", "_")
 

@@ -644,8 +644,8 @@ def glued_sweep(p: Parameters, results: list[dict], matched_loss: list[dict],
     """The values the chapter quotes from every setting of the sweep, the chosen rates or
     not (``rs_`` first): how many runs stopped early and the verdicts at every base rate.
     Apart from :func:`glued`, because some settings' runs (the highest query-key rates)
-    amplify the last bits of the CPU's rounding, so these values are this machine's (the
-    notebook glues them in a cell nbval does not compare)."""
+    amplify the last bits of the CPU's rounding, so these values are one draw of it (the
+    notebook glues them in a cell tagged rounding-sensitive: tests/full_scale.py)."""
     out = {"rs_stopped_early": str(sum(r["ended_by"] == "patience"
                                           for r in tuning.trained(results)))}
     for c in conditions_of(results)[1:]:
