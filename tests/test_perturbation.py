@@ -42,6 +42,14 @@ RUNS = {  # the notebooks' parameters
     # reduced run would compare only its sentences and baselines, which no training touches.
     # Its full-scale record lists the cells that move (tests/full-scale/real-sentiment.json).
 }
+# What `make test` runs: one float32 synthetic figure and the float64 language one, the
+# cheapest. With the kernels pinned this comparison comes out the same on every machine, so
+# it guards the code against a change, not a machine against the others; every trained
+# figure was checked the same way at its stored scale before it was stored
+# (tests/full_scale.py; tests/test_full_scale.py checks that the record is current).
+# QKOV_PERTURB_ALL=1 runs every figure above (about 4 minutes more).
+IN_MAKE_TEST = ("paper-fig3", "real-agreement")
+CHECKED = list(RUNS) if os.environ.get("QKOV_PERTURB_ALL") == "1" else list(IN_MAKE_TEST)
 
 
 def environment(capability: str | None, **more) -> dict:  # capability None: native
@@ -88,7 +96,7 @@ def test_a_digit_moved_beyond_the_contract_is_a_difference():
 
 @pytest.mark.skipif(torch.backends.cpu.get_cpu_capability() == "DEFAULT",
                     reason="torch runs its scalar kernels natively here: no other rounding")
-@pytest.mark.parametrize("figure_id", RUNS)
+@pytest.mark.parametrize("figure_id", CHECKED)
 def test_printed_results_survive_another_rounding(figure_id, run):
     found = differences(run(figure_id), run(figure_id, SCALAR))
     assert not found, (f"{figure_id} prints other results with the scalar kernels "
