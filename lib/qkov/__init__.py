@@ -17,14 +17,19 @@ ATEN_CPU_CAPABILITY = "avx2"
 THREADS_ENV = "QKOV_THREADS"
 
 
-def has_avx2() -> bool:
-    """Whether this CPU has AVX2 and FMA (Linux's /proc/cpuinfo; False where it cannot tell)."""
+def cpu_flags() -> list[str]:
+    """The CPU's feature flags (Linux's /proc/cpuinfo; none where it cannot tell)."""
     try:
         with open("/proc/cpuinfo") as info:
-            flags = next((line.split(":", 1)[1].split() for line in info
-                          if line.startswith("flags")), [])
+            return next((line.split(":", 1)[1].split() for line in info
+                         if line.startswith("flags")), [])
     except OSError:
-        return False
+        return []
+
+
+def has_avx2() -> bool:
+    """Whether this CPU has AVX2 and FMA (False where it cannot tell)."""
+    flags = cpu_flags()
     return "avx2" in flags and "fma" in flags
 
 
