@@ -330,3 +330,16 @@ def test_bad_input_is_refused_before_any_work_naming_what_is_wrong():
             stopping=Stopping(),
             evaluate=lambda stack, runs: [{"loss": 1.0} for _ in runs],
         )
+
+
+def test_a_diverging_run_is_named_by_its_seed_and_rates():
+    """A run whose loss becomes non-finite stops the stack, as it stops the per-model loop,
+    and the error names that run's seed and learning rates (a reader's own sweep can reach
+    such a rate; the stack's index alone would not say which setting to lower)."""
+    config, readout, _ = CASES["agreement"]
+    data = sentences()
+    setups = [setup(seed=1), setup(seed=7, lr=1e200, grad_clip=None, schedule="constant",
+                                   qk_multiplier=2.0)]
+    with pytest.raises(FloatingPointError, match=r"seed 7; W_Q and W_K at 2e\+200, the "
+                                                 r"embeddings at 1e\+200, the rest at 1e\+200"):
+        train_classifiers(models_for(config, 2), data, setups, readout=readout)

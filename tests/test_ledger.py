@@ -155,6 +155,50 @@ def test_the_real_sentiment_row_reads_its_own_tables_the_same_way():
     assert L.real_sentiment(Planted(planted)).verdict == L.NOT_SUPPORTED
 
 
+def real_sentiment_against(auprc=(0.02, -0.01, 0.05, "not resolved"),
+                           attention=(0.18, 0.12, 0.24, "higher"), all_faster_qk_rate=2e-2):
+    """real-sentiment's test.csv (the chosen rates) and against.csv, as the figure writes
+    them; each measure (mean, low, high, reading) of faster QK minus all faster."""
+    def row(measure, numbers):
+        mean, low, high, reading = numbers
+        return {"condition": "faster QK", "against": "all faster", "measure": measure,
+                "mean": mean, "low": low, "high": high, "reading": reading}
+
+    return {
+        "real-sentiment/test.csv": [
+            {"condition": "faster QK", "rate": 1e-3, "chosen": True, "class": "all",
+             "qk_rate": 2e-2, "ov_rate": 1e-3},
+            {"condition": "faster QK", "rate": 1e-2, "chosen": False, "class": "all",
+             "qk_rate": 0.2, "ov_rate": 1e-2},
+            {"condition": "all faster", "rate": 1e-3, "chosen": True, "class": "all",
+             "qk_rate": all_faster_qk_rate, "ov_rate": all_faster_qk_rate}],
+        "real-sentiment/against.csv": [
+            {"condition": "matched", "against": "all faster", "measure": "auprc", "mean": 0.5,
+             "low": 0.4, "high": 0.6, "reading": "higher"},
+            row("auprc", auprc), row("attention", attention)]}
+
+
+def test_plausibility_against_all_faster_needs_an_interval_above_zero():
+    found = L.real_sentiment_plausibility(Planted(real_sentiment_against()))
+    # matched's row (higher) is not faster QK's
+    assert found.verdict == L.NOT_SUPPORTED and "not resolved" in found.text
+    planted = real_sentiment_against(auprc=(0.05, 0.01, 0.09, "higher"))
+    assert L.real_sentiment_plausibility(Planted(planted)).verdict == L.SCOPED
+    planted = real_sentiment_against(auprc=(-0.05, -0.09, -0.01, "lower"))
+    assert L.real_sentiment_plausibility(Planted(planted)).verdict == L.NOT_SUPPORTED
+
+
+def test_real_sentiment_ratio_not_rate_compares_faster_qk_with_all_faster_at_one_qk_rate():
+    found = L.real_sentiment_ratio_not_rate(Planted(real_sentiment_against()))
+    assert found.verdict == L.SCOPED and "0.02" in found.text
+    planted = real_sentiment_against(attention=(0.01, -0.02, 0.04, "not resolved"))
+    assert L.real_sentiment_ratio_not_rate(Planted(planted)).verdict == L.NOT_SUPPORTED
+    # all faster chosen at another rate: its QK rate differs, the sweep cannot tell
+    found = L.real_sentiment_ratio_not_rate(Planted(real_sentiment_against(
+        all_faster_qk_rate=6e-2)))
+    assert found.verdict == L.NOT_SUPPORTED and "cannot tell" in found.text
+
+
 def test_accuracy_at_the_matched_loss_is_read_against_the_margin_at_the_lowest_shared_loss():
     def planted(gap, half, reached=True, figure="real-agreement"):
         tables = real_agreement(reached=reached, figure=figure)

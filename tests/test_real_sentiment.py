@@ -250,10 +250,26 @@ def test_a_small_run_sweeps_every_rate_and_compares_at_the_chosen_ones():
     for r in records:
         assert 0 <= r["accuracy"] <= 1 and 0 <= r["attention_rollout"] <= 1 + 1e-9
         assert 0 <= r["auprc"] <= 1 and 0 <= r["token_f1"] <= 1
-    glued = real_sentiment.glued(p, prepared, results, chosen, matched_loss, test, records)
+    against = real_sentiment.against_data(prepared, real_sentiment.at_chosen_rates(results, chosen))
+    assert {(r["condition"], r["against"], r["measure"]) for r in against} == (
+        {(c, "lexicon reader", "accuracy") for c in SMALL["conditions"]}
+        | {(c, "all faster", m) for c in SMALL["conditions"] if c != "all faster"
+           for m in ("auprc", "attention")})
+    for row in against:
+        assert row["low"] <= row["mean"] <= row["high"]
+    # the attention gap to all faster is the gap of the two conditions' test attention
+    overall = {r["condition"]: r for r in test if r["chosen"] and r["class"] == "all"}
+    (gap,) = [r["mean"] for r in against
+              if (r["condition"], r["against"], r["measure"]) == ("faster QK", "all faster",
+                                                                  "attention")]
+    assert np.isclose(gap, overall["faster QK"]["attention"] - overall["all faster"]["attention"])
+    glued = real_sentiment.glued(p, prepared, results, chosen, matched_loss, test, records,
+                                 against)
     assert glued["rs_n_seeds"] == "2" and glued["rs_rate_matched"] == f"{chosen['matched']:g}"
     assert glued["rs_n_trained"] == str(len(results) - len(SMALL["seeds"]))
     assert glued["rs_vs_lexicon_verdict_faster_QK"] in ("above it", "below it", "not resolved")
+    assert glued["rs_attention_vs_all_faster_verdict_faster_QK"] in ("higher", "lower",
+                                                                    "not resolved")
     baseline = {row["baseline"].split(" (")[0]: row["value"]
                 for row in real_sentiment.baseline_rows(prepared)}
     assert 0 < float(baseline["accuracy of the lexicon alone"]) <= 1

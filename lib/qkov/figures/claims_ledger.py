@@ -4,9 +4,10 @@ One row per claim: the paper's findings, each figure's claim and the companion's
 row's verdict is computed from the stored results of the figures (their files in
 ``artifacts/<figure-id>/``), never typed: *reproduced* (a result of the paper, recomputed),
 *holds within a stated scope* (true in the setting the row names, with where it stops),
-*not supported* (the numbers contradict it), or *not testable here*. Each claim also states
-the verdict the book expects (``expected``); ``tests/test_claims.py`` checks every row's
-computed verdict against it, so a re-run that flips a verdict fails and names the row.
+*not supported* (the numbers contradict it, or cannot settle it: the evidence says which),
+or *not testable here*. Each claim also states the verdict the book expects
+(``expected``); ``tests/test_claims.py`` checks every row's computed verdict against it, so
+a re-run that flips a verdict fails and names the row.
 
 :data:`CLAIMS` are the rows; :class:`Results` reads a figure's files; :func:`ledger`
 evaluates every row; :func:`plot` draws the verdicts.
@@ -49,7 +50,8 @@ READS = ("paper-fig2/data.csv", "paper-fig2/heatmaps.csv", "paper-fig2/trajector
          "theory-ratio-sweep/conditions.csv", "theory-shortcut/lines.csv",
          "theory-shortcut/sensitivity.csv", "language-agreement/data.csv",
          "real-agreement/matched-loss.csv", "real-agreement/test.csv",
-         "real-sentiment/matched-loss.csv", "real-sentiment/test.csv")
+         "real-sentiment/matched-loss.csv", "real-sentiment/test.csv",
+         "real-sentiment/against.csv")
 
 SPEC = FigureSpec(
     id="claims-ledger", reproduces=None, page="book/claims", reads=READS, dtype="float64",
@@ -553,6 +555,45 @@ def ratio_not_rate(results: Results) -> Evidence:
                     f"{at['attention_verdict']})")
 
 
+def _against_all_faster(results: Results, measure: str) -> dict:
+    """real-sentiment's faster QK minus all faster in ``measure`` (auprc or attention), on
+    the test sentences at the chosen rates' best checkpoints (against.csv)."""
+    (row,) = [r for r in results.table("real-sentiment/against.csv")
+              if r["condition"] == "faster QK" and r["against"] == "all faster"
+              and r["measure"] == measure]
+    return row
+
+
+def real_sentiment_plausibility(results: Results) -> Evidence:
+    """Faster QK's attention read as a ranking of the rated words (AUPRC) against all
+    faster's: higher only where the interval over seeds and test documents is above 0."""
+    row = _against_all_faster(results, "auprc")
+    text = (f"test AUPRC of the rollout against the rated words, faster QK minus all faster "
+            f"{bracket(row['mean'], row['low'], row['high'])} (95% over seeds and test "
+            f"documents: {row['reading']})")
+    return Evidence(SCOPED if row["reading"] == "higher" else NOT_SUPPORTED, text)
+
+
+def real_sentiment_ratio_not_rate(results: Results) -> Evidence:
+    """real-sentiment's chosen runs: where faster QK learns W_Q and W_K at all faster's rate
+    (all faster: every parameter at the multiple), more attention on the rated words than
+    all faster is the slower circuits', the ratio's; where their QK rates differ, the sweep
+    cannot tell ratio from rate."""
+    chosen = {r["condition"]: r for r in results.table("real-sentiment/test.csv")
+              if r["chosen"] is True and r["class"] == "all"}
+    faster, every = chosen["faster QK"], chosen["all faster"]
+    rates = (f"chosen runs: faster QK learns W_Q, W_K at {faster['qk_rate']:g} and the OV "
+             f"circuit at {faster['ov_rate']:g}, all faster both at {every['qk_rate']:g}")
+    if not math.isclose(faster["qk_rate"], every["qk_rate"], rel_tol=1e-9):
+        return Evidence(NOT_SUPPORTED, f"{rates}: their QK rates differ, so the sweep cannot "
+                                       "tell the ratio from the rate")
+    row = _against_all_faster(results, "attention")
+    return Evidence(SCOPED if row["reading"] == "higher" else NOT_SUPPORTED,
+                    f"{rates}; test attention on the rated words faster QK minus all faster "
+                    f"{bracket(row['mean'], row['low'], row['high'])} (95% over seeds and test "
+                    f"documents: {row['reading']})")
+
+
 def real_data(results: Results) -> Evidence:
     from . import specs
 
@@ -686,6 +727,23 @@ CLAIMS = (
           "real-sentiment's tuned runs (each condition at its best base rate), the lowest "
           "validation loss every run of both reaches, validation documents, 3 seeds",
           NOT_SUPPORTED, real_sentiment_accuracy),
+    Claim("language-real-sentiment-plausibility", "companion", "real-sentiment",
+          "On the rated sentences, faster QK's attention ranks the words people rate as "
+          "emotive better than all faster's, which learns every parameter at the faster "
+          "rate: its plausibility is the slower OV circuit's, not the faster rate's.",
+          "real-sentiment's tuned runs, each condition at its best base rate, at each run's "
+          "best checkpoint on the test documents (AUPRC of the rollout against the rated "
+          "words), 3 seeds; not at a matched validation loss", NOT_SUPPORTED,
+          real_sentiment_plausibility),
+    Claim("language-real-sentiment-ratio-not-rate", "companion", "real-sentiment",
+          "On the rated sentences, faster QK's extra attention on the rated words is the "
+          "ratio's, not a faster QK rate's: at each condition's best base rate, faster QK "
+          "learns W_Q and W_K at all faster's rate with a slower OV circuit, and attends more "
+          "to the rated words than all faster.",
+          "real-sentiment's sweep (base rates 1e-4 to 3e-2, multiple 20, 3 seeds), each "
+          "condition at the base rate of its lowest validation loss, at each run's best "
+          "checkpoint on the test documents; not at a matched validation loss", SCOPED,
+          real_sentiment_ratio_not_rate),
     Claim("language-real-data", "paper", "language-hatexplain",
           "On HateXplain, subject-verb agreement and SQuAD, faster QK learning attends more "
           "to human or structural rationales at comparable performance.",
