@@ -188,6 +188,20 @@ def test_plausibility_against_all_faster_needs_an_interval_above_zero():
     assert L.real_sentiment_plausibility(Planted(planted)).verdict == L.NOT_SUPPORTED
 
 
+def test_real_agreement_plausibility_reads_its_own_attention_row():
+    def planted(reading):
+        return Planted({"real-agreement/against.csv": [
+            {"condition": "faster QK", "against": "last-noun heuristic",
+             "measure": "accuracy with attractors", "mean": 0.2, "low": 0.1, "high": 0.3,
+             "reading": "above it"},
+            {"condition": "faster QK", "against": "all faster", "measure": "attention",
+             "mean": 0.1, "low": 0.05, "high": 0.15, "reading": reading}]})
+
+    assert L.real_agreement_plausibility(planted("higher")).verdict == L.SCOPED
+    found = L.real_agreement_plausibility(planted("not resolved"))
+    assert found.verdict == L.NOT_SUPPORTED and "addresses: not resolved" in found.text
+
+
 def test_real_sentiment_ratio_not_rate_compares_faster_qk_with_all_faster_at_one_qk_rate():
     found = L.real_sentiment_ratio_not_rate(Planted(real_sentiment_against()))
     assert found.verdict == L.SCOPED and "0.02" in found.text

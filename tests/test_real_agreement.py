@@ -110,7 +110,24 @@ def test_a_small_run_sweeps_every_rate_and_compares_at_the_chosen_ones(built):
         assert ("no_cost" in row) == (not reference)
     rates = real_agreement.rate_rows(results, matched_loss, test)
     assert len(rates) == 2 * len(SMALL["rates"])
-    glued = real_agreement.glued(p, prepared, results, chosen, matched_loss, test)
+    against = real_agreement.against_data(prepared,
+                                          real_agreement.at_chosen_rates(results, chosen))
+    for row in against:
+        assert row["low"] <= row["mean"] <= row["high"]
+    # the attention gap to all faster is the gap of the two conditions' test attention
+    overall = {r["condition"]: r for r in test if r["chosen"] and r["attractors"] == "all"}
+    (gap,) = [r["mean"] for r in against
+              if (r["condition"], r["against"]) == ("faster QK", "all faster")]
+    assert np.isclose(gap, overall["faster QK"]["attention"] - overall["all faster"]["attention"])
+    # the accuracy against the heuristic, on the examples with attractors
+    heuristic = real_agreement.last_noun_accuracy(prepared)[prepared.test_attractors > 0]
+    (matched,) = [r["mean"] for r in against
+                  if (r["condition"], r["against"]) == ("matched", "last-noun heuristic")]
+    at_chosen = [r for r in results if r["condition"] == "matched"
+                 and r["rate"] == chosen["matched"]]
+    right = np.mean([r["correct"][prepared.test_attractors > 0] for r in at_chosen])
+    assert np.isclose(matched, right - heuristic.mean())
+    glued = real_agreement.glued(p, prepared, results, chosen, matched_loss, test, against)
     assert glued["ra_n_seeds"] == "2" and glued["ra_rate_matched"] == f"{chosen['matched']:g}"
     assert glued["ra_ml_verdict_faster_QK"] in ("sharper", "blunter", "not resolved", "not reached")
     baseline = real_agreement.baseline_rows(prepared)

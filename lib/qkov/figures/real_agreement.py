@@ -98,11 +98,11 @@ from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..seeding import derived_seed, init_generator
 from ..spec import FigureSpec
-from ..stats import document_bootstrap, seed_interval
+from ..stats import seed_interval
 
 SPEC = FigureSpec(id="real-agreement", reproduces=None, page="book/real-text",
                   tables=("heatmaps.csv", "curves.csv", "corpus.csv", "sweep.csv",
-                          "matched-loss.csv", "test.csv"),
+                          "matched-loss.csv", "test.csv", "against.csv"),
                   threads=2, dtype=None, resources={"mem_mb": 4000, "runtime": 30},
                   alt=("Four panels, one line per learning-rate condition: the best validation "
                        "loss against the base learning rate; attention on the subject against "
@@ -611,12 +611,50 @@ def last_noun_accuracy(prepared: Prepared) -> np.ndarray:
     return (guesses == prepared.test.labels.numpy()).astype(float)
 
 
-def against_last_noun(prepared: Prepared, results: list[dict]) -> dict[str, str]:
-    """On the test examples with attractors: the last-noun heuristic's accuracy, that of
-    always answering their majority number, and per condition (``results``: its runs at
-    its chosen rate) whether its models beat the heuristic: their accuracy there minus the
-    heuristic's, paired by example, with the interval of :func:`document_bootstrap`
-    ("above it", "below it" or "not resolved")."""
+AGAINST_COLUMNS = tuning.AGAINST_COLUMNS
+AGAINST_ROW_COLUMNS = tuning.AGAINST_ROW_COLUMNS
+
+
+def against_data(prepared: Prepared, results: list[dict]) -> list[dict]:
+    """against.csv: per condition (``results``: its runs at its chosen rate), on the test
+    examples at each run's best checkpoint (:func:`qkov.language.tuning.against_row`, the
+    bootstrap drawing the test addresses):
+
+    - on the examples with attractors, its accuracy minus the last-noun heuristic's, paired
+      by example: whether its models learnt more than the nearest noun's number;
+    - its attention on the subject minus all faster's, paired by seed and example. All
+      faster learns every parameter at the multiple: where a condition learns W_Q and W_K
+      at all faster's rate, the difference is that of its slower circuits, not of a faster
+      query-key rate.
+
+    The chapter and the ledger both read these rows, so they quote one interval."""
+    with_attractor = prepared.test_attractors > 0
+    heuristic = last_noun_accuracy(prepared)[with_attractor]
+    documents = test_documents(prepared)
+    by_condition = {c: sorted((r for r in results if r["condition"] == c), key=lambda r: r["seed"])
+                    for c in conditions_of(results)}
+    out = []
+    for c, runs_of in by_condition.items():
+        right = np.array([r["correct"][with_attractor] for r in runs_of])
+        out.append(tuning.against_row(c, "last-noun heuristic", "accuracy with attractors",
+                                      right - heuristic, documents[with_attractor],
+                                      words=("above it", "below it")))
+        if ALL_FASTER not in by_condition or c == ALL_FASTER:
+            continue
+        mine = np.array([r["attention"] for r in runs_of])
+        theirs = np.array([r["attention"] for r in by_condition[ALL_FASTER]])
+        out.append(tuning.against_row(c, ALL_FASTER, "attention", mine - theirs, documents))
+    return out
+
+
+def against_rows(against: list[dict]) -> list[dict]:
+    return tuning.against_rows(against)
+
+
+def against_glued(prepared: Prepared, against: list[dict]) -> dict[str, str]:
+    """The chapter's names for :func:`against_data`'s rows, and on the test examples with
+    attractors the last-noun heuristic's accuracy and that of always answering their
+    majority number."""
     with_attractor = prepared.test_attractors > 0
     heuristic = last_noun_accuracy(prepared)[with_attractor]
     singular = float(np.mean(prepared.test.labels.numpy()[with_attractor] == 0))
@@ -624,15 +662,11 @@ def against_last_noun(prepared: Prepared, results: list[dict]) -> dict[str, str]
     out = {"ra_last_noun_with_attractors": f"{heuristic.mean():.3f}",
            "ra_majority_with_attractors": f"{majority:.3f}",
            "ra_last_noun_against_majority": "below" if heuristic.mean() < majority else "not below"}
-    documents = test_documents(prepared)[with_attractor]
-    for condition in conditions_of(results):
-        right = np.array([r["correct"][with_attractor] for r in results
-                          if r["condition"] == condition])
-        mean, low, high = document_bootstrap(right - heuristic, documents)
-        key = condition.replace(" ", "_")
-        out[f"ra_vs_last_noun_{key}"] = bracket(mean, low, high)
-        out[f"ra_vs_last_noun_verdict_{key}"] = ("above it" if low > 0 else "below it"
-                                                 if high < 0 else "not resolved")
+    names = {"last-noun heuristic": "vs_last_noun", ALL_FASTER: "attention_vs_all_faster"}
+    for row in against:
+        name, key = names[row["against"]], row["condition"].replace(" ", "_")
+        out[f"ra_{name}_{key}"] = bracket(row["mean"], row["low"], row["high"])
+        out[f"ra_{name}_verdict_{key}"] = row["reading"]
     return out
 
 
@@ -649,7 +683,7 @@ def curve_rows(results: list[dict]) -> list[dict]:
 
 
 def glued(p: Parameters, prepared: Prepared, results: list[dict], chosen: dict[str, float],
-          matched_loss: list[dict], test: list[dict]) -> dict[str, str]:
+          matched_loss: list[dict], test: list[dict], against: list[dict]) -> dict[str, str]:
     """The values the chapter and captions quote (myst-nb glue names, ``ra_`` first), from
     this run: its size, the counts, the baselines, and per condition its chosen rate, the
     comparison at the lowest matched validation loss and the test comparison at its chosen
@@ -675,7 +709,7 @@ def glued(p: Parameters, prepared: Prepared, results: list[dict], chosen: dict[s
         out[f"ra_majority_{count}"] = row["majority_accuracy"]
         out[f"ra_last_noun_{count}"] = row["last_noun_accuracy"]
         out[f"ra_uniform_attention_{count}"] = row["uniform_attention"]
-    out.update(against_last_noun(prepared, at_chosen_rates(results, chosen)))
+    out.update(against_glued(prepared, against))
     shared, all_test = shared_prefixes(prepared)
     out["ra_test_prefixes_seen"] = f"{len(shared):,}"
     out["ra_test_prefixes_seen_attractors"] = str(sum(e.n_diff_intervening > 0 for e in shared))

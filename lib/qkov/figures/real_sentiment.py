@@ -79,7 +79,7 @@ from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
 from ..seeding import derived_seed, init_generator
 from ..spec import FigureSpec
-from ..stats import document_bootstrap, interval_text, records_interval, seed_interval
+from ..stats import interval_text, records_interval, seed_interval
 
 SPEC = FigureSpec(id="real-sentiment", reproduces=None, page="book/real-text",
                   tables=("heatmaps.csv", "data-counts.csv", "curves.csv", "sweep.csv",
@@ -534,13 +534,14 @@ def curve_rows(results: list[dict]) -> list[dict]:
             for r in results for row in r["trajectory"].tolist()]
 
 
-AGAINST_COLUMNS = ("condition", "against", "measure", "mean", "low", "high", "reading")
+AGAINST_COLUMNS = tuning.AGAINST_COLUMNS
+AGAINST_ROW_COLUMNS = tuning.AGAINST_ROW_COLUMNS
 
 
 def against_data(prepared: Prepared, results: list[dict]) -> list[dict]:
     """against.csv: per condition (``results``: its runs at its chosen rate), on the test
-    sentences at each run's best checkpoint, with the interval of :func:`document_bootstrap`
-    (95%, seeds and test documents drawn again) and its reading:
+    sentences at each run's best checkpoint (:func:`qkov.language.tuning.against_row`, the
+    bootstrap drawing the test documents):
 
     - its accuracy minus the lexicon reader's, paired by sentence;
     - its AUPRC (the attention read as a ranking of the rated words: plausibility) and its
@@ -555,42 +556,26 @@ def against_data(prepared: Prepared, results: list[dict]) -> list[dict]:
     lexicon = np.array([ratings.label_of(s.valence, 0.0) for s in prepared.test_sentences])
     lexicon_right = (lexicon == labels).astype(float)
     has = prepared.test.rationale.any(1).numpy()
-
-    def row(condition, against, measure, differences, documents_of):
-        mean, low, high = document_bootstrap(differences, documents_of)
-        if low > 0:
-            reading = "above it" if against == "lexicon reader" else "higher"
-        elif high < 0:
-            reading = "below it" if against == "lexicon reader" else "lower"
-        else:
-            reading = "not resolved"
-        return {"condition": condition, "against": against, "measure": measure,
-                "mean": mean, "low": low, "high": high, "reading": reading}
-
     by_condition = {c: sorted((r for r in results if r["condition"] == c), key=lambda r: r["seed"])
                     for c in conditions_of(results)}
     out = []
     for c, runs_of in by_condition.items():
         right = np.array([r["correct"] for r in runs_of])
-        out.append(row(c, "lexicon reader", "accuracy", right - lexicon_right, documents))
+        out.append(tuning.against_row(c, "lexicon reader", "accuracy", right - lexicon_right,
+                                      documents, words=("above it", "below it")))
         if ALL_FASTER not in by_condition or c == ALL_FASTER:
             continue
         for measure, values_of in (("auprc", lambda r: r["measured"]["auprc"][has]),
                                    ("attention", lambda r: r["attention"][has])):
             mine = np.array([values_of(r) for r in runs_of])
             theirs = np.array([values_of(r) for r in by_condition[ALL_FASTER]])
-            out.append(row(c, ALL_FASTER, measure, mine - theirs, documents[has]))
+            out.append(tuning.against_row(c, ALL_FASTER, measure, mine - theirs,
+                                          documents[has]))
     return out
 
 
-AGAINST_ROW_COLUMNS = ("condition", "against", "measure", "difference", "reading")
-
-
 def against_rows(against: list[dict]) -> list[dict]:
-    """The rows of :func:`against_data` as printed: the difference as mean [low, high]."""
-    return [{"condition": r["condition"], "against": r["against"], "measure": r["measure"],
-             "difference": bracket(r["mean"], r["low"], r["high"]), "reading": r["reading"]}
-            for r in against]
+    return tuning.against_rows(against)
 
 
 def against_glued(against: list[dict]) -> dict[str, str]:

@@ -398,6 +398,35 @@ def test_rows(data: list[dict], only: str | None = None, chosen_only: bool = Tru
     return out
 
 
+AGAINST_COLUMNS = ("condition", "against", "measure", "mean", "low", "high", "reading")
+AGAINST_ROW_COLUMNS = ("condition", "against", "measure", "difference", "reading")
+
+
+def against_row(condition: str, against: str, measure: str, differences, documents,
+                words: tuple[str, str] = ("higher", "lower")) -> dict:
+    """One row of a figure's against.csv: ``condition`` minus a baseline (``against``) in
+    ``measure``, from ``differences`` [seeds, examples] paired by example (and by seed where
+    the baseline is a condition), the mean with the interval of :func:`document_bootstrap`
+    (95%, the seeds and the test ``documents`` drawn again), and its reading: ``words``
+    where the interval is above or below 0, else "not resolved"."""
+    mean, low, high = document_bootstrap(differences, documents)
+    if low > 0:
+        reading = words[0]
+    elif high < 0:
+        reading = words[1]
+    else:
+        reading = NOT_RESOLVED
+    return {"condition": condition, "against": against, "measure": measure,
+            "mean": mean, "low": low, "high": high, "reading": reading}
+
+
+def against_rows(against: list[dict]) -> list[dict]:
+    """The rows of a figure's against.csv as printed: the difference as mean [low, high]."""
+    return [{"condition": r["condition"], "against": r["against"], "measure": r["measure"],
+             "difference": bracket(r["mean"], r["low"], r["high"]), "reading": r["reading"]}
+            for r in against]
+
+
 RATE_COLUMNS = ("condition", "rate", "best_validation_loss", "loss", "attention_gap",
                 "verdict", "test_accuracy_gap", "no_cost")
 
