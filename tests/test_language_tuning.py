@@ -93,3 +93,13 @@ def test_runs_whose_circuits_learn_at_the_same_rates_are_one_run():
     b = TrainingSetup(lr=3e-3 / 30, qk_multiplier=30.0, embedding_multiplier=30.0)
     assert tuning.circuit_rates(a) == tuning.circuit_rates(b) == (0.003, 0.003, 0.0001)
     assert tuning.circuit_rates(TrainingSetup(lr=1e-4)) != tuning.circuit_rates(a)
+
+
+def test_runs_pair_by_seed_and_every_condition_needs_the_same_seeds():
+    results = [{"condition": c, "seed": s} for c, s in
+               (("matched", 2), ("faster QK", 1), ("matched", 1), ("faster QK", 2))]
+    paired = tuning.runs_by_condition(results)
+    assert {c: [r["seed"] for r in runs] for c, runs in paired.items()} == \
+        {"matched": [1, 2], "faster QK": [1, 2]}
+    with pytest.raises(ValueError, match=r"seeds \[1\] for 'faster QK'"):
+        tuning.runs_by_condition(results[:3])

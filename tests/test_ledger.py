@@ -171,7 +171,10 @@ def real_sentiment_against(auprc=(0.02, -0.01, 0.05, "not resolved"),
             {"condition": "faster QK", "rate": 1e-2, "chosen": False, "class": "all",
              "qk_rate": 0.2, "ov_rate": 1e-2},
             {"condition": "all faster", "rate": 1e-3, "chosen": True, "class": "all",
-             "qk_rate": all_faster_qk_rate, "ov_rate": all_faster_qk_rate}],
+             "qk_rate": all_faster_qk_rate, "ov_rate": all_faster_qk_rate},
+            # a class's row of the same run: the rule reads the "all" row only
+            {"condition": "all faster", "rate": 1e-3, "chosen": True, "class": "negative",
+             "qk_rate": 5.0, "ov_rate": 5.0}],
         "real-sentiment/against.csv": [
             {"condition": "matched", "against": "all faster", "measure": "auprc", "mean": 0.5,
              "low": 0.4, "high": 0.6, "reading": "higher"},
@@ -188,7 +191,7 @@ def test_plausibility_against_all_faster_needs_an_interval_above_zero():
     assert L.real_sentiment_plausibility(Planted(planted)).verdict == L.NOT_SUPPORTED
 
 
-def test_real_agreement_plausibility_reads_its_own_attention_row():
+def test_real_agreement_against_all_faster_reads_its_own_attention_row():
     def planted(reading):
         return Planted({"real-agreement/against.csv": [
             {"condition": "faster QK", "against": "last-noun heuristic",
@@ -197,14 +200,14 @@ def test_real_agreement_plausibility_reads_its_own_attention_row():
             {"condition": "faster QK", "against": "all faster", "measure": "attention",
              "mean": 0.1, "low": 0.05, "high": 0.15, "reading": reading}]})
 
-    assert L.real_agreement_plausibility(planted("higher")).verdict == L.SCOPED
-    found = L.real_agreement_plausibility(planted("not resolved"))
+    assert L.real_agreement_vs_all_faster(planted("higher")).verdict == L.SCOPED
+    found = L.real_agreement_vs_all_faster(planted("not resolved"))
     assert found.verdict == L.NOT_SUPPORTED and "addresses: not resolved" in found.text
 
 
 def test_real_sentiment_ratio_not_rate_compares_faster_qk_with_all_faster_at_one_qk_rate():
     found = L.real_sentiment_ratio_not_rate(Planted(real_sentiment_against()))
-    assert found.verdict == L.SCOPED and "0.02" in found.text
+    assert found.verdict == L.SCOPED and "0.180 [0.120, 0.240]" in found.text
     planted = real_sentiment_against(attention=(0.01, -0.02, 0.04, "not resolved"))
     assert L.real_sentiment_ratio_not_rate(Planted(planted)).verdict == L.NOT_SUPPORTED
     # all faster chosen at another rate: its QK rate differs, the sweep cannot tell

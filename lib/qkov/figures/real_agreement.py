@@ -624,15 +624,15 @@ def against_data(prepared: Prepared, results: list[dict]) -> list[dict]:
       by example: whether its models learnt more than the nearest noun's number;
     - its attention on the subject minus all faster's, paired by seed and example. All
       faster learns every parameter at the multiple: where a condition learns W_Q and W_K
-      at all faster's rate, the difference is that of its slower circuits, not of a faster
-      query-key rate.
+      at all faster's rate, the difference is that of its slower rest (the OV circuit and
+      the readout), not of a faster query-key rate. Where all faster's chosen runs are
+      another condition's (the same rates, :func:`same_runs`), that condition's row is 0.
 
     The chapter and the ledger both read these rows, so they quote one interval."""
     with_attractor = prepared.test_attractors > 0
     heuristic = last_noun_accuracy(prepared)[with_attractor]
     documents = test_documents(prepared)
-    by_condition = {c: sorted((r for r in results if r["condition"] == c), key=lambda r: r["seed"])
-                    for c in conditions_of(results)}
+    by_condition = tuning.runs_by_condition(results)
     out = []
     for c, runs_of in by_condition.items():
         right = np.array([r["correct"][with_attractor] for r in runs_of])
@@ -662,9 +662,11 @@ def against_glued(prepared: Prepared, against: list[dict]) -> dict[str, str]:
     out = {"ra_last_noun_with_attractors": f"{heuristic.mean():.3f}",
            "ra_majority_with_attractors": f"{majority:.3f}",
            "ra_last_noun_against_majority": "below" if heuristic.mean() < majority else "not below"}
-    names = {"last-noun heuristic": "vs_last_noun", ALL_FASTER: "attention_vs_all_faster"}
+    names = {("last-noun heuristic", "accuracy with attractors"): "vs_last_noun",
+             (ALL_FASTER, "attention"): "attention_vs_all_faster"}
     for row in against:
-        name, key = names[row["against"]], row["condition"].replace(" ", "_")
+        name = names[(row["against"], row["measure"])]
+        key = row["condition"].replace(" ", "_")
         out[f"ra_{name}_{key}"] = bracket(row["mean"], row["low"], row["high"])
         out[f"ra_{name}_verdict_{key}"] = row["reading"]
     return out
@@ -890,4 +892,5 @@ __all__ = ["SPEC", "Parameters", "prepare", "runs", "train", "rows", "heatmaps",
            "run_rows", "RUN_COLUMNS", "matched_loss_data", "matched_loss_rows", "MATCHED_LOSS_COLUMNS",
            "MATCHED_LOSS_DATA_COLUMNS", "TEST_DATA_COLUMNS",
            "test_data", "test_rows", "TEST_COLUMNS", "rate_rows", "RATE_COLUMNS", "glued", "glued_sweep",
-           "baseline_rows", "BASELINE_COLUMNS"]
+           "baseline_rows", "BASELINE_COLUMNS", "against_data", "against_rows",
+           "AGAINST_COLUMNS", "AGAINST_ROW_COLUMNS"]

@@ -544,11 +544,12 @@ def against_data(prepared: Prepared, results: list[dict]) -> list[dict]:
     bootstrap drawing the test documents):
 
     - its accuracy minus the lexicon reader's, paired by sentence;
-    - its AUPRC (the attention read as a ranking of the rated words: plausibility) and its
-      attention on the rated words, each minus all faster's, paired by seed and sentence.
-      All faster learns every parameter at the multiple: where a condition learns W_Q and
-      W_K at all faster's rate (its chosen base rate is all faster's), the difference is
-      that of its slower circuits, the ratio, not of a faster query-key rate.
+    - on the sentences with a rated word, its AUPRC (the attention read as a ranking of the
+      rated words: plausibility) and its attention on them, each minus all faster's, paired
+      by seed and sentence. All faster learns every parameter at the multiple: where a
+      condition learns W_Q and W_K at all faster's rate (its chosen base rate is all
+      faster's), the difference is that of its slower rest (the OV circuit, the MLP and the
+      readout), the ratio, not of a faster query-key rate.
 
     The chapter and the ledger both read these rows, so they quote one interval."""
     documents = test_documents(prepared)
@@ -556,8 +557,7 @@ def against_data(prepared: Prepared, results: list[dict]) -> list[dict]:
     lexicon = np.array([ratings.label_of(s.valence, 0.0) for s in prepared.test_sentences])
     lexicon_right = (lexicon == labels).astype(float)
     has = prepared.test.rationale.any(1).numpy()
-    by_condition = {c: sorted((r for r in results if r["condition"] == c), key=lambda r: r["seed"])
-                    for c in conditions_of(results)}
+    by_condition = tuning.runs_by_condition(results)
     out = []
     for c, runs_of in by_condition.items():
         right = np.array([r["correct"] for r in runs_of])
@@ -772,4 +772,5 @@ __all__ = ["SPEC", "Parameters", "prepare", "runs", "train", "rows", "summary_ta
            "matched_loss_data", "matched_loss_rows", "MATCHED_LOSS_COLUMNS",
            "MATCHED_LOSS_DATA_COLUMNS", "test_data", "test_rows", "TEST_COLUMNS",
            "TEST_DATA_COLUMNS", "rate_rows", "RATE_COLUMNS", "curve_rows", "CURVE_COLUMNS",
-           "glued", "glued_sweep", "same_runs"]
+           "glued", "glued_sweep", "same_runs", "against_data", "against_rows",
+           "AGAINST_COLUMNS", "AGAINST_ROW_COLUMNS"]

@@ -704,7 +704,7 @@ def train_classifiers(
                 run = active[int((~torch.isfinite(losses)).nonzero()[0])]
                 setup = setups[run]
                 raise FloatingPointError(
-                    f"run {run} of this stack (seed {setup.seed}; W_Q and W_K at "
+                    f"models[{run}] (seed {setup.seed}; W_Q and W_K at "
                     f"{setup.lr * setup.qk_multiplier:g}, the embeddings at "
                     f"{setup.lr * setup.embedding_multiplier:g}, the rest at {setup.lr:g}): "
                     f"training loss became non-finite at step {optimizer.step_count}; lower "

@@ -420,6 +420,21 @@ def against_row(condition: str, against: str, measure: str, differences, documen
             "mean": mean, "low": low, "high": high, "reading": reading}
 
 
+def runs_by_condition(results: list[dict]) -> dict[str, list[dict]]:
+    """Per condition, its runs (``results``: each condition's runs at one rate) in the order
+    of their seeds, so that two conditions' arrays pair by seed; every condition must have
+    the same seeds."""
+    by_condition = {c: sorted((r for r in results if r["condition"] == c),
+                              key=lambda r: r["seed"]) for c in conditions_of(results)}
+    seeds = {c: [r["seed"] for r in runs] for c, runs in by_condition.items()}
+    first = next(iter(seeds.values()), [])
+    for c, of_c in seeds.items():
+        if of_c != first or len(set(of_c)) != len(of_c):
+            raise ValueError(f"results: expected one run per seed {first} for every condition, "
+                             f"got seeds {of_c} for {c!r}")
+    return by_condition
+
+
 def against_rows(against: list[dict]) -> list[dict]:
     """The rows of a figure's against.csv as printed: the difference as mean [low, high]."""
     return [{"condition": r["condition"], "against": r["against"], "measure": r["measure"],
