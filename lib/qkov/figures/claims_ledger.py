@@ -555,34 +555,33 @@ def ratio_not_rate(results: Results) -> Evidence:
                     f"{at['attention_verdict']})")
 
 
-def _against_all_faster(results: Results, figure: str, measure: str) -> dict:
+def _against_all_faster(results: Results, figure: str, measure: str, described: str) -> Evidence:
     """A real-text figure's faster QK minus all faster in ``measure`` (real-sentiment: auprc
     or attention; real-agreement: attention), on the test examples at the chosen rates'
-    best checkpoints (its against.csv)."""
+    best checkpoints (its against.csv): it holds only where the interval over seeds and test
+    documents is above 0. ``described`` leads the evidence text."""
     (row,) = [r for r in results.table(f"{figure}/against.csv")
               if r["condition"] == "faster QK" and r["against"] == "all faster"
               and r["measure"] == measure]
-    return row
+    documents = "addresses" if figure == "real-agreement" else "documents"
+    return Evidence(SCOPED if row["reading"] == "higher" else NOT_SUPPORTED,
+                    f"{described} {bracket(row['mean'], row['low'], row['high'])} (95% over "
+                    f"seeds and test {documents}: {row['reading']})")
 
 
 def real_agreement_vs_all_faster(results: Results) -> Evidence:
     """Faster QK's attention on the subject (the agreement's structural rationale) against
-    all faster's: higher only where the interval over seeds and test addresses is above 0."""
-    row = _against_all_faster(results, "real-agreement", "attention")
-    text = (f"test attention on the subject, faster QK minus all faster "
-            f"{bracket(row['mean'], row['low'], row['high'])} (95% over seeds and test "
-            f"addresses: {row['reading']})")
-    return Evidence(SCOPED if row["reading"] == "higher" else NOT_SUPPORTED, text)
+    all faster's."""
+    return _against_all_faster(results, "real-agreement", "attention",
+                               "test attention on the subject, faster QK minus all faster")
 
 
 def real_sentiment_plausibility(results: Results) -> Evidence:
     """Faster QK's attention read as a ranking of the rated words (AUPRC) against all
-    faster's: higher only where the interval over seeds and test documents is above 0."""
-    row = _against_all_faster(results, "real-sentiment", "auprc")
-    text = (f"test AUPRC of the rollout against the rated words, faster QK minus all faster "
-            f"{bracket(row['mean'], row['low'], row['high'])} (95% over seeds and test "
-            f"documents: {row['reading']})")
-    return Evidence(SCOPED if row["reading"] == "higher" else NOT_SUPPORTED, text)
+    faster's."""
+    return _against_all_faster(results, "real-sentiment", "auprc",
+                               "test AUPRC of the rollout against the rated words, faster QK "
+                               "minus all faster")
 
 
 def real_sentiment_ratio_not_rate(results: Results) -> Evidence:
@@ -598,11 +597,9 @@ def real_sentiment_ratio_not_rate(results: Results) -> Evidence:
     if not math.isclose(faster["qk_rate"], every["qk_rate"], rel_tol=1e-9):
         return Evidence(NOT_SUPPORTED, f"{rates}: their QK rates differ, so the sweep cannot "
                                        "tell the ratio from the rate")
-    row = _against_all_faster(results, "real-sentiment", "attention")
-    return Evidence(SCOPED if row["reading"] == "higher" else NOT_SUPPORTED,
-                    f"{rates}; test attention on the rated words faster QK minus all faster "
-                    f"{bracket(row['mean'], row['low'], row['high'])} (95% over seeds and test "
-                    f"documents: {row['reading']})")
+    return _against_all_faster(results, "real-sentiment", "attention",
+                               f"{rates}; test attention on the rated words faster QK minus "
+                               "all faster")
 
 
 def real_data(results: Results) -> Evidence:

@@ -662,13 +662,9 @@ def against_glued(prepared: Prepared, against: list[dict]) -> dict[str, str]:
     out = {"ra_last_noun_with_attractors": f"{heuristic.mean():.3f}",
            "ra_majority_with_attractors": f"{majority:.3f}",
            "ra_last_noun_against_majority": "below" if heuristic.mean() < majority else "not below"}
-    names = {("last-noun heuristic", "accuracy with attractors"): "vs_last_noun",
-             (ALL_FASTER, "attention"): "attention_vs_all_faster"}
-    for row in against:
-        name = names[(row["against"], row["measure"])]
-        key = row["condition"].replace(" ", "_")
-        out[f"ra_{name}_{key}"] = bracket(row["mean"], row["low"], row["high"])
-        out[f"ra_{name}_verdict_{key}"] = row["reading"]
+    out.update(tuning.against_glued(against, "ra_", {
+        ("last-noun heuristic", "accuracy with attractors"): "vs_last_noun",
+        (ALL_FASTER, "attention"): "attention_vs_all_faster"}))
     return out
 
 

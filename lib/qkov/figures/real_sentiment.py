@@ -580,15 +580,10 @@ def against_rows(against: list[dict]) -> list[dict]:
 
 def against_glued(against: list[dict]) -> dict[str, str]:
     """The chapter's names for :func:`against_data`'s rows."""
-    names = {("lexicon reader", "accuracy"): "vs_lexicon",
-             (ALL_FASTER, "auprc"): "auprc_vs_all_faster",
-             (ALL_FASTER, "attention"): "attention_vs_all_faster"}
-    out = {}
-    for row in against:
-        name, key = names[(row["against"], row["measure"])], row["condition"].replace(" ", "_")
-        out[f"rs_{name}_{key}"] = bracket(row["mean"], row["low"], row["high"])
-        out[f"rs_{name}_verdict_{key}"] = row["reading"]
-    return out
+    return tuning.against_glued(against, "rs_", {
+        ("lexicon reader", "accuracy"): "vs_lexicon",
+        (ALL_FASTER, "auprc"): "auprc_vs_all_faster",
+        (ALL_FASTER, "attention"): "attention_vs_all_faster"})
 
 
 def glued(p: Parameters, prepared: Prepared, results: list[dict], chosen: dict[str, float],

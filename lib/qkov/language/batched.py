@@ -702,13 +702,11 @@ def train_classifiers(
             )
             if not torch.isfinite(losses).all():
                 run = active[int((~torch.isfinite(losses)).nonzero()[0])]
-                setup = setups[run]
+                qk, embeddings, rest = setups[run].circuit_rates()
                 raise FloatingPointError(
-                    f"models[{run}] (seed {setup.seed}; W_Q and W_K at "
-                    f"{setup.lr * setup.qk_multiplier:g}, the embeddings at "
-                    f"{setup.lr * setup.embedding_multiplier:g}, the rest at {setup.lr:g}): "
-                    f"training loss became non-finite at step {optimizer.step_count}; lower "
-                    f"its learning rate"
+                    f"models[{run}] (seed {setups[run].seed}; W_Q and W_K at {qk:g}, the "
+                    f"embeddings at {embeddings:g}, the rest at {rest:g}): training loss "
+                    f"became non-finite at step {optimizer.step_count}; lower its learning rate"
                 )
             for w in stack.weights.values():
                 w.grad = None

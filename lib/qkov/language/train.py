@@ -123,6 +123,12 @@ class TrainingSetup:
         if not is_int(self.seed) or self.seed < 0:
             fail("seed", "a non-negative integer")
 
+    def circuit_rates(self) -> tuple[float, float, float]:
+        """The rates the run's circuits learn at: W_Q and W_K, the embeddings, every other
+        parameter (to 12 significant digits, so that 1e-4 * 30 and 3e-3 are one rate)."""
+        return tuple(float(f"{x:.12g}") for x in (self.lr * self.qk_multiplier,
+                                                 self.lr * self.embedding_multiplier, self.lr))
+
 
 @dataclass
 class TrainingHistory:

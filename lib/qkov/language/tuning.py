@@ -45,10 +45,9 @@ Run = tuple[str, float, int]  # (condition, base rate, seed)
 
 
 def circuit_rates(setup: TrainingSetup) -> tuple[float, float, float]:
-    """The rates a run's circuits learn at: W_Q and W_K, the embeddings, every other
-    parameter (to 12 significant digits, so that 1e-4 * 30 and 3e-3 are one rate)."""
-    return tuple(float(f"{x:.12g}") for x in (setup.lr * setup.qk_multiplier,
-                                             setup.lr * setup.embedding_multiplier, setup.lr))
+    """:meth:`TrainingSetup.circuit_rates`: W_Q and W_K, the embeddings, every other
+    parameter."""
+    return setup.circuit_rates()
 
 
 def train_settings(runs: Sequence[Run], setup_of: Callable[[str, float, int], TrainingSetup],
@@ -433,6 +432,19 @@ def runs_by_condition(results: list[dict]) -> dict[str, list[dict]]:
             raise ValueError(f"results: expected one run per seed {first} for every condition, "
                              f"got seeds {of_c} for {c!r}")
     return by_condition
+
+
+def against_glued(against: list[dict], prefix: str, names: dict) -> dict[str, str]:
+    """A figure's glue names for its against.csv rows: per row, ``<prefix><name>_<condition>``
+    (the interval) and ``<prefix><name>_verdict_<condition>`` (its reading), ``names``
+    giving the name of each (against, measure)."""
+    out = {}
+    for row in against:
+        name = names[(row["against"], row["measure"])]
+        key = row["condition"].replace(" ", "_")
+        out[f"{prefix}{name}_{key}"] = bracket(row["mean"], row["low"], row["high"])
+        out[f"{prefix}{name}_verdict_{key}"] = row["reading"]
+    return out
 
 
 def against_rows(against: list[dict]) -> list[dict]:
