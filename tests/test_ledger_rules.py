@@ -10,8 +10,8 @@ directly get them written under pytest's ``tmp_path``: ``fig2_parameterizations`
 :mod:`qkov.synthetic.trajectories`), ``real_data`` looks for ``<figure>/summary.json``.
 
 A contradiction is never hidden by an open result elsewhere in the same row: several tests
-plant both and expect "not supported". ``test_every_claims_evidence_function_has_planted_tests_here`` fails for a new row
-whose rule has no planted tests here.
+plant both and expect "not supported". A new row whose rule has no planted tests here fails
+``test_every_claims_evidence_function_has_planted_tests_here``.
 """
 
 import csv
@@ -843,6 +843,32 @@ def test_language_needs_more_attention_and_no_cost_in_both_variants(planted, ver
     assert ev.verdict == verdict, ev.text
 
 
+def accuracy_tables(default, rare):
+    """Both variants' tables with faster QK's and all faster's accuracy per seed (``default``,
+    ``rare``: condition -> three values); attention is not read."""
+    same = {"faster QK": (0.5,) * 3, "all faster": (0.5,) * 3}
+    return {"language-agreement/data.csv": agreement_rows("default", same, default),
+            "language-agreement/rare-attractors.csv": agreement_rows("rare attractors", same,
+                                                                     rare)}
+
+
+EVEN = {"faster QK": (0.95, 0.96, 0.97), "all faster": (0.95, 0.96, 0.97)}
+
+
+@pytest.mark.parametrize("planted, verdict", [
+    (accuracy_tables(EVEN, EVEN), L.SCOPED),
+    # rare attractors: faster QK 20 points below all faster at every seed
+    (accuracy_tables(EVEN, {**EVEN, "faster QK": (0.75, 0.76, 0.77)}), L.NOT_SUPPORTED),
+    # default: the gap spreads from -0.06 to +0.04: no cost and a cost both in its interval
+    (accuracy_tables({**EVEN, "faster QK": (0.89, 0.96, 1.0)}, EVEN), L.NOT_RESOLVED),
+], ids=["even", "cost", "open"])
+def test_language_accuracy_vs_all_faster_reads_both_variants(planted, verdict):
+    """Faster QK's accuracy minus all faster's, paired by seed, in both variants: above
+    minus one point in both holds; below it in one contradicts; else open."""
+    ev = L.language_accuracy_vs_all_faster(Planted(planted))
+    assert ev.verdict == verdict, ev.text
+
+
 def ratio_rows(attention):
     """language-agreement/data.csv for the ratio-not-rate row: the four conditions'
     attention per seed in the default variant, and a rare-attractors variant where every
@@ -1130,7 +1156,8 @@ TESTED = {
     L.fig2_faster_qk, L.fig2_caco_sweep, L.paper_measure, L.fig2_authors_cells,
     L.fig2_separability, L.fig3_mechanism, L.fig3_authors, L.shortcut_causal,
     L.shortcut_takeover, L.class_identifying, L.sensitivity, L.reduction, L.rescaling_order,
-    L.bridge, L.language, L.language_ratio_not_rate, L.real_agreement,
+    L.bridge, L.language, L.language_ratio_not_rate, L.language_accuracy_vs_all_faster,
+    L.real_agreement,
     L.real_agreement_accuracy, L.real_agreement_vs_all_faster, L.ratio_not_rate,
     L.real_sentiment, L.real_sentiment_accuracy, L.real_sentiment_plausibility,
     L.real_sentiment_ratio_not_rate, L.real_data,
