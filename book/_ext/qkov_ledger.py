@@ -3,8 +3,8 @@
 ``{qkov-ledger} paper`` (or ``companion``) shows the rows of the stored ledger
 (``artifacts/claims-ledger/data.csv``, which the claims-ledger notebook writes) whose claim
 is the paper's (or the companion's own): per row its verdict in words, the claim, where it
-holds, the rule that decides it and the evidence, with a link to the figure, under the
-anchor ``claim-<id>``.
+holds, the rule that decides it, the evidence with a link to the figure, and the chapters
+that state the finding (those citing it), under the anchor ``claim-<id>``.
 ``{qkov-claim}`<id>``` cites a row from any page: it reads "ledger: <verdict>" and links to
 the row. An unknown id is a warning, which the strict build (``-W``) turns into an error;
 ``tests/test_claims.py`` checks that every row is cited from a chapter.
@@ -13,6 +13,7 @@ the row. An unknown id is a warning, which the strict build (``-W``) turns into 
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 from docutils import nodes
@@ -27,6 +28,7 @@ from qkov.figures import claims_ledger
 logger = logging.getLogger(__name__)
 
 SOURCES = ("paper", "companion")
+CITATION = re.compile(r"\{qkov-claim\}`([^`]*)`")
 
 
 def ledger_file() -> Path:
@@ -49,6 +51,16 @@ def anchor(claim_id: str) -> str:
     return f"claim-{claim_id}"
 
 
+def citing_pages(srcdir) -> dict[str, list[Path]]:
+    """Per row id, the chapters (book/*.md, the ledger page aside) that cite it."""
+    cited: dict[str, list[Path]] = {}
+    for page in sorted(Path(srcdir, "book").glob("*.md")):
+        if page.name != "claims.md":
+            for claim_id in dict.fromkeys(CITATION.findall(page.read_text())):
+                cited.setdefault(claim_id, []).append(page)
+    return cited
+
+
 def _paragraph(label: str, *children: nodes.Node) -> nodes.paragraph:
     return nodes.paragraph("", "", nodes.emphasis(text=label), nodes.Text(": "), *children)
 
@@ -64,6 +76,10 @@ class LedgerDirective(SphinxDirective):
             raise self.error(f"qkov-ledger: expected one of {', '.join(SOURCES)}, got {source!r}")
         self.env.note_dependency(str(ledger_file()))
         figures = book_figures(self.env.srcdir)
+        cited = citing_pages(self.env.srcdir)
+        for pages in cited.values():
+            for page in pages:  # the list below changes when a chapter's citations do
+                self.env.note_dependency(str(page))
         boxes = []
         for row in ledger_rows().values():
             if row["source"] != source:
@@ -81,6 +97,12 @@ class LedgerDirective(SphinxDirective):
             box += _paragraph("Evidence", nodes.Text(row["evidence"] + " ("),
                               ref_node(figure) if figure else nodes.Text(row["figure"]),
                               nodes.Text("; row "), nodes.literal(text=row["id"]), nodes.Text(")"))
+            links = []
+            for page in cited.get(row["id"], []):
+                links += [nodes.Text(", ")] * bool(links) + [addnodes.pending_xref(
+                    "", nodes.inline(text=page.stem), refdomain="std", reftype="doc",
+                    reftarget=f"/book/{page.stem}", refexplicit=False, refwarn=True)]
+            box += _paragraph("Stated in", *(links or [nodes.Text("no chapter")]))
             boxes.append(box)
         return boxes
 

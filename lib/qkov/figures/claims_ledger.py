@@ -807,6 +807,15 @@ def _tuned(results: Results, figure: str, bin_column: str, attended: str) -> Evi
     gap = bracket(test["accuracy_gap"], test["accuracy_gap_low"], test["accuracy_gap_high"])
     accuracy = (f"test accuracy faster QK minus matched {gap} "
                 f"({test['no_cost']} of one point; 95% over seeds and test documents)")
+    # beside it, all faster's (every parameter at the multiple) gap to matched, for scale
+    every = [r for r in results.table(f"{figure}/test.csv")
+             if r["condition"] == "all faster" and r["chosen"] is True and r[bin_column] == "all"]
+    if every and every[0].get("accuracy_gap", "") != "":
+        (row,) = every
+        numbers = (row["accuracy_gap"], row["accuracy_gap_low"], row["accuracy_gap_high"])
+        accuracy += ("; all faster gives matched's accuracy on every test example"
+                     if numbers == (0, 0, 0) else
+                     f"; all faster minus matched {bracket(*numbers)}")
     if at is None:
         cost = test["no_cost"] == "worse by more than the margin"
         return Evidence(NOT_SUPPORTED if cost else NOT_RESOLVED,
