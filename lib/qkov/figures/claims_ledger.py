@@ -382,15 +382,23 @@ def fig2_authors_cells(results: Results) -> Evidence:
     return Evidence(REPRODUCED if worst <= CELL_WINDOW_PP else NOT_SUPPORTED, text)
 
 
+# The separability diagnostic may differ from the authors' one seed by this fraction of theirs:
+# one seed against the companion's mean, and FAFO's 95% interval over seeds alone is about
+# +-15% of its mean (the text prints each panel's).
+SEPARABILITY_MARGIN = 0.2
+
+
 def fig2_separability(results: Results) -> Evidence:
     panels = _fig2_panels(results)
     parts, worst = [], 0.0
     for panel, theirs in authors.SEPARABILITY.items():
         mean, half = panels[panel]["separability_mean"], panels[panel]["separability_ci95"]
         worst = max(worst, abs(mean / theirs - 1))
-        parts.append(f"{panel}: {_iv(mean, half)} (authors, one seed: {theirs:.4f})")
-    return Evidence(REPRODUCED if worst <= 0.2 else NOT_SUPPORTED,
-                    "; ".join(parts) + f"; largest relative difference {worst:.0%}")
+        parts.append(f"{panel}: {_iv(mean, half)}, the interval ±{half / mean:.1%} of the mean "
+                     f"(authors, one seed: {theirs:.4f})")
+    return Evidence(REPRODUCED if worst <= SEPARABILITY_MARGIN else NOT_SUPPORTED,
+                    "; ".join(parts) + f"; largest relative difference {worst:.0%}, against a "
+                    f"margin of {SEPARABILITY_MARGIN:.0%}")
 
 
 def fig3_mechanism(results: Results) -> Evidence:
