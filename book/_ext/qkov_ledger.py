@@ -31,13 +31,13 @@ SOURCES = ("paper", "companion")
 CITATION = re.compile(r"\{qkov-claim\}`([^`]*)`")
 
 
-def ledger_file() -> Path:
-    return default_dir(claims_ledger.SPEC.id) / "data.csv"
+def ledger_file(srcdir) -> Path:
+    return default_dir(claims_ledger.SPEC.id, srcdir) / "data.csv"
 
 
-def ledger_rows() -> dict[str, dict]:
+def ledger_rows(srcdir) -> dict[str, dict]:
     """The stored ledger's rows by claim id, in the ledger's order."""
-    path = ledger_file()
+    path = ledger_file(srcdir)
     try:
         with path.open(newline="") as handle:
             return {row["id"]: row for row in csv.DictReader(handle)}
@@ -74,20 +74,21 @@ class LedgerDirective(SphinxDirective):
         source = self.arguments[0]
         if source not in SOURCES:
             raise self.error(f"qkov-ledger: expected one of {', '.join(SOURCES)}, got {source!r}")
-        self.env.note_dependency(str(ledger_file()))
+        self.env.note_dependency(str(ledger_file(self.env.srcdir)))
         figures = book_figures(self.env.srcdir)
         cited = citing_pages(self.env.srcdir)
-        for pages in cited.values():
-            for page in pages:  # the list below changes when a chapter's citations do
-                self.env.note_dependency(str(page))
+        for page in Path(self.env.srcdir, "book").glob("*.md"):
+            self.env.note_dependency(str(page))  # a chapter that starts or stops citing a row
         boxes = []
-        for row in ledger_rows().values():
+        for row in ledger_rows(self.env.srcdir).values():
             if row["source"] != source:
                 continue
             verdict = row["verdict"]
+            # a target node, which the HTML and the LaTeX writers both turn into an anchor
+            target = nodes.target("", "", names=[anchor(row["id"])])
+            self.state.document.note_explicit_target(target)
+            boxes.append(target)
             box = nodes.container(classes=["qkov-claim", "qkov-verdict-" + verdict.replace(" ", "-")])
-            box["names"].append(anchor(row["id"]))
-            self.state.document.note_explicit_target(box)
             box += nodes.paragraph("", "", nodes.strong(text=verdict[:1].upper() + verdict[1:] + "."),
                                    nodes.Text(" " + row["claim"]))
             box += _paragraph("Setting", nodes.Text(row["scope"]))
@@ -109,10 +110,11 @@ class LedgerDirective(SphinxDirective):
 
 def claim_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     env = inliner.document.settings.env
-    row = ledger_rows().get(text)
+    env.note_dependency(str(ledger_file(env.srcdir)))  # its verdict is read from the ledger
+    row = ledger_rows(env.srcdir).get(text)
     if row is None:
-        logger.warning(f"qkov-claim: no row {text!r} in the claims ledger ({ledger_file()})",
-                       location=(env.docname, lineno))
+        logger.warning(f"qkov-claim: no row {text!r} in the claims ledger "
+                       f"({ledger_file(env.srcdir)})", location=(env.docname, lineno))
         return [nodes.Text(text)], []
     return [addnodes.pending_xref("", nodes.Text(f"ledger: {row['verdict']}"), refdomain="std",
                                   reftype="ref", reftarget=anchor(text), refexplicit=True,
