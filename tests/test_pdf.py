@@ -126,7 +126,9 @@ def test_chapters_are_numbered_as_in_the_html(book_html, pages):
              for part in yaml.safe_load((REPO / "_toc.yml").read_text())["parts"]]
     front = footers[:chapter_start(pages, h1(book_html, MAIN_MATTER)[0])[0]]
     assert not [footer for footer in front for part in parts if part in footer], front
-    assert "contents" in front[chapter_start(pages, "Contents")[0] + 1]
+    # the contents' later pages name it in their footer (on one side of the spread at least:
+    # which page carries it depends on how many pages the contents take)
+    assert any("contents" in footer for footer in front[chapter_start(pages, "Contents")[0] + 1:])
     assert not [footer for footer in footers if "chapter0" in footer]
 
 
