@@ -37,6 +37,7 @@ import numpy as np
 
 from .. import artifacts
 from ..checks import optional_path
+from ..language.comparison import paired_differences
 from ..language.tuning import bracket
 from ..params import FigureParameters, parameter
 from ..plotting import COLUMN_WIDTH_IN, house_style, new_figure
@@ -707,6 +708,18 @@ def bridge(results: Results) -> Evidence:
 
 
 ACCURACY_MARGIN = 0.01  # "without costing accuracy": not lower by more than one point
+NO_COST, COST = "no cost", "a cost"
+
+
+def _cost(mean: float, half: float) -> str:
+    """An accuracy gap (mean, 95% half-width) against :data:`ACCURACY_MARGIN`: no cost where
+    the whole interval lies above minus the margin, a cost where it lies wholly below, else
+    not resolved."""
+    if mean - half > -ACCURACY_MARGIN:
+        return NO_COST
+    if mean + half < -ACCURACY_MARGIN:
+        return COST
+    return NOT_RESOLVED
 
 # The authors' own HateXplain test accuracy (mean ± as printed there), as book/language-data.md
 # quotes their released notebooks: their numbers, not computed here.
@@ -723,17 +736,14 @@ def _sharper_without_cost(results: Results, tables, attended: str = "the subject
     for label, table, variant in tables:
         rows = [row for row in results.table(table)
                 if variant is None or row["variant"] == variant]
-        gap = _paired_gap(rows, "faster QK", "matched")
-        acc = paired_verdict(gap("accuracy"), ACCURACY_MARGIN)
-        att = paired_verdict(gap("attention_rollout"))
+        acc = seed_interval(paired_differences(rows, "accuracy", "faster QK"))
+        att = paired_verdict(paired_differences(rows, "attention_rollout", "faster QK"))
         attention.append(att[0])
-        # no cost: the whole interval above minus the margin; a cost: wholly below it
-        cost.append("no" if acc[1] - acc[2] > -ACCURACY_MARGIN else
-                    "yes" if acc[1] + acc[2] < -ACCURACY_MARGIN else NOT_RESOLVED)
-        parts.append(f"{label}: held-out accuracy faster QK minus matched {_iv(acc[1], acc[2])}, "
+        cost.append(_cost(*acc))
+        parts.append(f"{label}: held-out accuracy faster QK minus matched {_iv(*acc)}, "
                      f"attention on {attended} {_iv(att[1], att[2])} (paired by seed)")
     text = "; ".join(parts)
-    if LOWER in attention or "yes" in cost:
+    if LOWER in attention or COST in cost:
         return Evidence(NOT_SUPPORTED, text)
     if NOT_RESOLVED in attention or NOT_RESOLVED in cost:
         return Evidence(NOT_RESOLVED, text)
@@ -758,17 +768,6 @@ def _lowest_shared(results: Results, figure: str, condition: str) -> dict | None
     return min(shared, key=lambda r: r["loss"]) if shared else None
 
 
-def _paired_gap(rows: list[dict], condition: str, reference: str):
-    """A function of a column: per seed, ``condition``'s mean over its rows minus
-    ``reference``'s (the runs of one seed share their data and initial weights)."""
-    def per_seed(name, key):
-        seeds = sorted({row["seed"] for row in rows if row["condition"] == name})
-        return [np.mean([row[key] for row in rows if row["condition"] == name
-                         and row["seed"] == s]) for s in seeds]
-
-    return lambda key: np.subtract(per_seed(condition, key), per_seed(reference, key))
-
-
 def language_ratio_not_rate(results: Results) -> Evidence:
     """The synthetic agreement task's four conditions cross the ratio between the circuits
     (1 or the multiple) with the query-key rate (the base rate or the multiple). The ratio's
@@ -780,8 +779,8 @@ def language_ratio_not_rate(results: Results) -> Evidence:
     pairs = (("faster QK", "all faster"), ("slow OV", "matched"), ("all faster", "matched"))
     verdicts, parts = {}, []
     for condition, reference in pairs:
-        verdict, mean, half = paired_verdict(_paired_gap(rows, condition, reference)(
-            "attention_rollout"))
+        verdict, mean, half = paired_verdict(paired_differences(
+            rows, "attention_rollout", condition, reference))
         verdicts[condition, reference] = verdict
         parts.append(f"{condition} minus {reference} {_iv(mean, half)}")
     text = ("default variant, attention on the subject, paired by seed: " + "; ".join(parts)
@@ -801,13 +800,13 @@ def language_accuracy_vs_all_faster(results: Results) -> Evidence:
     parts, cost = [], []
     for label, table, variant in LANGUAGE_VARIANTS:
         rows = [row for row in results.table(table) if row["variant"] == variant]
-        _, mean, half = paired_verdict(_paired_gap(rows, "faster QK", "all faster")("accuracy"))
-        cost.append("no" if mean - half > -ACCURACY_MARGIN else
-                    "yes" if mean + half < -ACCURACY_MARGIN else NOT_RESOLVED)
+        mean, half = seed_interval(paired_differences(rows, "accuracy", "faster QK",
+                                                      "all faster"))
+        cost.append(_cost(mean, half))
         parts.append(f"{label}: held-out accuracy faster QK minus all faster "
                      f"{_iv(mean, half)} (paired by seed)")
     text = "; ".join(parts)
-    if "yes" in cost:
+    if COST in cost:
         return Evidence(NOT_SUPPORTED, text)
     return Evidence(NOT_RESOLVED if NOT_RESOLVED in cost else SCOPED, text)
 
@@ -863,9 +862,10 @@ def _accuracy_at_matched_loss(results: Results, figure: str) -> Evidence:
     gap, half = at["accuracy_gap"], at["accuracy_gap_ci95"]
     text = (f"at validation loss {at['loss']:g}, the lowest both reach, validation accuracy "
             f"faster QK minus matched {_iv(gap, half)} (paired by seed, 95%)")
-    if gap - half > -ACCURACY_MARGIN:
+    cost = _cost(gap, half)
+    if cost == NO_COST:
         return Evidence(SCOPED, f"{text}: its lower end is above minus one point")
-    if gap + half < -ACCURACY_MARGIN:
+    if cost == COST:
         return Evidence(NOT_SUPPORTED, f"{text}: lower by more than one point")
     return Evidence(NOT_RESOLVED, f"{text}: it holds both no cost and a cost of more than "
                                   "one point")

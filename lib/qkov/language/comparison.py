@@ -200,10 +200,10 @@ def summary_table(records) -> list[dict]:
                                 for m in SUMMARY_COLUMNS[1:]}} for c in conditions_in(records)]
 
 
-def paired_gap(records, measure: str, condition: str, **match) -> tuple[float, float]:
-    """``condition`` minus matched in ``measure``, seed by seed (each seed's mean over the
-    records that ``match``): mean over seeds and the half-width of the 95% interval of the
-    paired differences."""
+def paired_differences(records, measure: str, condition: str, reference: str = MATCHED,
+                       **match) -> list[float]:
+    """``condition`` minus ``reference`` in ``measure``, seed by seed (each seed's mean over
+    the records that ``match``), in the order of the seeds."""
     def per_seed(c):
         values: dict = {}
         for r in records:
@@ -211,8 +211,14 @@ def paired_gap(records, measure: str, condition: str, **match) -> tuple[float, f
                 values.setdefault(r["seed"], []).append(r[measure])
         return {seed: float(np.mean(v)) for seed, v in values.items()}
 
-    mine, matched = per_seed(condition), per_seed(MATCHED)
-    return seed_interval([mine[seed] - matched[seed] for seed in sorted(mine)])
+    mine, theirs = per_seed(condition), per_seed(reference)
+    return [mine[seed] - theirs[seed] for seed in sorted(mine)]
+
+
+def paired_gap(records, measure: str, condition: str, **match) -> tuple[float, float]:
+    """``condition`` minus matched in ``measure``, seed by seed (:func:`paired_differences`):
+    mean over seeds and the half-width of the 95% interval of the paired differences."""
+    return seed_interval(paired_differences(records, measure, condition, **match))
 
 
 COMPARISON_COLUMNS = ("condition", "accuracy", "accuracy_gap", "attention_rollout",
